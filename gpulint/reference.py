@@ -1,0 +1,87 @@
+"""The reference: the LiteRT CPU interpreter, run in a child process.
+
+The interpreter is not hardened against malformed files (some crash it with SIGSEGV), so it
+never runs in gpulint's own process: a child loads the model, feeds the inputs from an .npz,
+and writes the outputs to another. A crash or a refusal comes back as ReferenceError.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from gpulint.model.ir import NUMPY_DTYPES, Model
+
+
+class ReferenceError(RuntimeError):
+    """The interpreter refused or crashed on the model."""
+
+
+def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs for the main subgraph: uniform [-1, 1) floats, quantized ranges for ints."""
+    rng = np.random.default_rng(seed)
+    sg = model.subgraphs[0]
+    out = []
+    for i in sg.inputs:
+        t = sg.tensors[i]
+        shape = [d if d > 0 else 1 for d in t.shape]
+        dtype = NUMPY_DTYPES.get(t.type) if isinstance(t.type, str) else None
+        if dtype is None:
+            raise ReferenceError(f"input {t.name!r} has type {t.type}, which gpulint cannot generate")
+        if dtype.kind == "f":
+            out.append(rng.uniform(-1, 1, shape).astype(dtype))
+        elif dtype.kind == "b":
+            out.append(rng.integers(0, 2, shape).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            lo, hi = max(info.min, -128), min(info.max, 127)
+            out.append(rng.integers(lo, hi + 1, shape).astype(dtype))
+    return out
+
+
+def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float = 300) -> list[np.ndarray]:
+    """Outputs of the main subgraph, in order, from the LiteRT CPU interpreter."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        src, dst = Path(tmp, "in.npz"), Path(tmp, "out.npz")
+        np.savez(src, *inputs)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpulint.reference", str(model_path), str(src), str(dst)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if proc.returncode < 0:
+            name = signal.Signals(-proc.returncode).name
+            raise ReferenceError(f"the LiteRT interpreter crashed ({name}) on {model_path}")
+        if proc.returncode != 0:
+            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            raise ReferenceError(f"the LiteRT interpreter refused {model_path}: {lines[-1] if lines else '?'}")
+        with np.load(dst) as z:
+            return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+def _child(model_path: str, src: str, dst: str) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=model_path)
+    with np.load(src) as z:
+        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    details = it.get_input_details()
+    for d, x in zip(details, inputs, strict=True):
+        if list(d["shape"]) != list(x.shape):
+            it.resize_tensor_input(d["index"], list(x.shape))
+    it.allocate_tensors()
+    for d, x in zip(details, inputs, strict=True):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:4])
