@@ -90,7 +90,7 @@ def demo(
     equal = read(roundtrip) == model
     inputs = reference.random_inputs(model, seed=0)
     try:
-        before, after = reference.run(sample, inputs), reference.run(roundtrip, inputs)
+        before, after = reference.run_models([sample, roundtrip], inputs)
     except reference.ReferenceError as e:
         fail(sample, str(e))
     identical = all(a.tobytes() == b.tobytes() for a, b in zip(before, after, strict=True))

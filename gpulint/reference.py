@@ -47,41 +47,54 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
 
 def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float = 300) -> list[np.ndarray]:
     """Outputs of the main subgraph, in order, from the LiteRT CPU interpreter."""
+    return run_models([model_path], inputs, timeout)[0]
+
+
+def run_models(
+    model_paths: list[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float = 300
+) -> list[list[np.ndarray]]:
+    """Run several models on the same inputs in one child process (one interpreter start)."""
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
-        src, dst = Path(tmp, "in.npz"), Path(tmp, "out.npz")
+        src = Path(tmp, "in.npz")
         np.savez(src, *inputs)
+        dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
+        args = [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
         proc = subprocess.run(
-            [sys.executable, "-m", "gpulint.reference", str(model_path), str(src), str(dst)],
+            [sys.executable, "-m", "gpulint.reference", str(src), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
         )
+        names = ", ".join(map(str, model_paths))
         if proc.returncode < 0:
-            name = signal.Signals(-proc.returncode).name
-            raise ReferenceError(f"the LiteRT interpreter crashed ({name}) on {model_path}")
+            raise ReferenceError(f"the LiteRT interpreter crashed ({signal.Signals(-proc.returncode).name}) on {names}")
         if proc.returncode != 0:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            raise ReferenceError(f"the LiteRT interpreter refused {model_path}: {lines[-1] if lines else '?'}")
-        with np.load(dst) as z:
-            return [z[f"arr_{i}"] for i in range(len(z.files))]
+            raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
+        outputs = []
+        for dst in dsts:
+            with np.load(dst) as z:
+                outputs.append([z[f"arr_{i}"] for i in range(len(z.files))])
+        return outputs
 
 
-def _child(model_path: str, src: str, dst: str) -> None:
+def _child(src: str, pairs: list[str]) -> None:
     from ai_edge_litert.interpreter import Interpreter
 
-    it = Interpreter(model_path=model_path)
     with np.load(src) as z:
         inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
-    details = it.get_input_details()
-    for d, x in zip(details, inputs, strict=True):
-        if list(d["shape"]) != list(x.shape):
-            it.resize_tensor_input(d["index"], list(x.shape))
-    it.allocate_tensors()
-    for d, x in zip(details, inputs, strict=True):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+    for model_path, dst in zip(pairs[::2], pairs[1::2], strict=True):
+        it = Interpreter(model_path=model_path)
+        details = it.get_input_details()
+        for d, x in zip(details, inputs, strict=True):
+            if list(d["shape"]) != list(x.shape):
+                it.resize_tensor_input(d["index"], list(x.shape))
+        it.allocate_tensors()
+        for d, x in zip(details, inputs, strict=True):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:4])
+    _child(sys.argv[1], sys.argv[2:])

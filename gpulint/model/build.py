@@ -74,7 +74,7 @@ DTYPES = {
 }
 
 
-def options_type(op: str) -> str | None:
+def options_table_for(op: str) -> str | None:
     """The options table an op's builtin options use, or None if it has none."""
     if op in _OPTIONS_BY_OP:
         return _OPTIONS_BY_OP[op]
@@ -197,7 +197,7 @@ class SubgraphBuilder:
                 for i, s in enumerate(all_shapes)
             ]
         opts = None
-        otype = options_type or globals()["options_type"](name)
+        otype = options_type or options_table_for(name)
         if options is not None or (otype and custom_options is None):
             if otype is None:
                 raise ValueError(f"{name} has no options table; pass options_type=")

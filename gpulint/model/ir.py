@@ -50,7 +50,7 @@ class Options:
     values: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, type: str, **values: Any) -> Options:
+    def of(cls, type: str, /, **values: Any) -> Options:
         """An options table with every field: the given values over the schema's defaults.
 
         Floats are rounded to float32, as the file stores them, so a built model compares

@@ -39,6 +39,7 @@ from gpulint.model.ir import (
 )
 
 FILE_IDENTIFIER = b"TFL3"
+TABLE_COST = 4  # the smallest table: its 4-byte offset to a (shared) vtable
 
 
 class ModelError(Exception):
@@ -140,9 +141,12 @@ class _Reader:
         self.buf = buf
         self.view = memoryview(buf)
         self.size = len(buf)
-        # A well-formed file stores each vector once, so the elements of all its vectors fit in
-        # its bytes; four times that leaves room for shared vectors and bounds hostile ones.
-        self.budget = 4 * self.size + 4096
+        # Work is charged in units that each stand for at least one byte of a well-formed file
+        # (a vector element; a table, TABLE_COST, is at least that many bytes), so a file that
+        # stores each thing once spends at most its size. Twice that leaves room for sharing;
+        # a hostile file (one huge vector, every entry pointing at the same table) hits it
+        # after O(size) work instead of looping for minutes.
+        self.budget = 2 * self.size + 4096
         self.where = "the model table"
         self.unknown: list[str] = []
 
@@ -153,8 +157,10 @@ class _Reader:
 
     def charge(self, n: int, what: str) -> int:
         self.budget -= n
-        if n > self.size or self.budget < 0:
+        if n > self.size:
             raise self.corrupt(f"{what} claims {n} elements, more than a {self.size}-byte file can hold")
+        if self.budget < 0:
+            raise self.corrupt(f"{what}: the tables and vectors read so far add up to more than the file can hold")
         return n
 
     def span(self, start: int, n: int, what: str) -> memoryview:
@@ -178,6 +184,7 @@ class _Reader:
     def table(self, pos: int, table: str) -> dict[str, Any]:
         """Every field of the table at `pos`: defaults for absent ones, offsets of sub-tables."""
         buf, size = self.buf, self.size
+        self.charge(TABLE_COST, f"{table} table")
         if not 0 <= pos <= size - 4:
             raise self.corrupt(f"{table} table at byte {pos} is outside the file ({size} bytes)")
         vtable = pos - _I32.unpack_from(buf, pos)[0]

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# The shared corpus sits beside the checkout (CI has it); GPULINT_CORPUS points elsewhere.
+CORPUS = Path(os.environ.get("GPULINT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "models"))
+CORPUS_FILES = sorted(CORPUS.glob("*/*.tflite")) if CORPUS.is_dir() else []
+NO_CORPUS = f"corpus folder {CORPUS} is absent (set GPULINT_CORPUS to run the corpus tests)"
+
+
+def corpus_params() -> list[object]:
+    if not CORPUS_FILES:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=NO_CORPUS), id="no-corpus")]
+    return [pytest.param(p, id=p.name) for p in CORPUS_FILES]
+
+
+def corpus_file(name: str) -> Path:
+    matches = [p for p in CORPUS_FILES if p.name == name]
+    if not matches:
+        pytest.skip(f"{name}: {NO_CORPUS}" if not CORPUS_FILES else f"{name} is not in the corpus")
+    return matches[0]

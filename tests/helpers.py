@@ -1,0 +1,61 @@
+"""Small models and byte surgery shared by the tests."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import tflite
+
+from gpulint.model import Model
+from gpulint.model.build import ModelBuilder
+
+
+def conv_model(channels: int = 8, weight_bytes: int | None = None) -> Model:
+    """image [1,8,8,3] -> CONV_2D (RELU) -> [1,8,8,channels]; `weight_bytes` adds a big constant."""
+    rng = np.random.default_rng(0)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("image", [1, 8, 8, 3])
+    w = g.const("w", rng.standard_normal((channels, 3, 3, 3)).astype(np.float32))
+    b = g.const("b", rng.standard_normal(channels).astype(np.float32))
+    y = g.op(
+        "CONV_2D",
+        [x, w, b],
+        [1, 8, 8, channels],
+        options=dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU"),
+    )
+    if weight_bytes:
+        # A large constant added to the output (broadcast), so the interpreter really reads it.
+        n = weight_bytes // 4 // channels
+        big = g.const("big", rng.standard_normal((n, channels)).astype(np.float32))
+        s = g.op(
+            "SLICE",
+            [big, g.const("begin", np.array([0, 0], np.int32)), g.const("size", np.array([1, channels], np.int32))],
+            [1, channels],
+        )
+        y = g.op("ADD", [y, s], [1, 8, 8, channels])
+    g.output(y)
+    return mb.build()
+
+
+def table_field_pos(table: object, vt_offset: int) -> int:
+    """Absolute position of a field of a generated-accessor table (0 if absent)."""
+    tab = table._tab  # type: ignore[attr-defined]
+    o = tab.Offset(vt_offset)
+    return tab.Pos + o if o else 0
+
+
+def vector_length_pos(table: object, vt_offset: int) -> int:
+    """Absolute position of the uint32 length prefix of a vector field."""
+    tab = table._tab  # type: ignore[attr-defined]
+    return tab.Vector(tab.Offset(vt_offset)) - 4
+
+
+def patch_u32(data: bytearray, pos: int, value: int) -> bytearray:
+    struct.pack_into("<I", data, pos, value)
+    return data
+
+
+def root(data: bytes | bytearray) -> tflite.Model:
+    return tflite.Model.GetRootAs(data, 0)
