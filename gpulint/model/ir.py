@@ -114,12 +114,21 @@ class OperatorCode:
         return cls(CUSTOM, name, version, CUSTOM)
 
 
-@dataclass
+@dataclass(eq=False)
 class IndexVector:
-    """A SparseIndexVector union member: its type (`"Int32Vector"`, ...) and its values."""
+    """A SparseIndexVector union member: its type (`"Int32Vector"`, ...) and its values.
+
+    The values are as many as a sparse tensor's nonzeros, so a read keeps them as a read-only
+    numpy view of the file rather than a list.
+    """
 
     type: str
-    values: list[int]
+    values: np.ndarray
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IndexVector):
+            return NotImplemented
+        return self.type == other.type and np.array_equal(self.values, other.values)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tflite
 
 from gpulint.model import schema
@@ -106,6 +107,8 @@ _FMT = {
 }
 # [ubyte] fields kept as zero-copy views rather than lists of ints.
 _RAW_BYTES = {("Buffer", "data"), ("Operator", "custom_options"), ("CustomQuantization", "custom")}
+# Vectors as long as a sparse tensor's nonzeros, kept as read-only numpy views.
+_ARRAYS = {("Int32Vector", "values"), ("Uint16Vector", "values"), ("Uint8Vector", "values")}
 
 
 @cache
@@ -114,7 +117,7 @@ def _layout(table: str) -> tuple[tuple[str, int, str, str, Any, int], ...]:
     out = []
     for f in schema.fields(table):
         fmt = _FMT.get(f.scalar or "", "")
-        kind = "bytes" if (table, f.name) in _RAW_BYTES else f.kind
+        kind = "bytes" if (table, f.name) in _RAW_BYTES else "array" if (table, f.name) in _ARRAYS else f.kind
         default = f.default
         if f.scalar == "Bool" and default is not None:
             default = bool(default)
@@ -222,6 +225,9 @@ class _Reader:
             n = self.u32(q)
             if kind == "bytes":
                 out[name] = self.span(q + 4, n, f"{table}.{name}")
+            elif kind == "array":
+                self.span(q + 4, n * width, f"{table}.{name}")
+                out[name] = np.frombuffer(buf, "<" + fmt, n, q + 4)
             elif kind == "vector":
                 self.charge(n, f"{table}.{name}")
                 self.span(q + 4, n * width, f"{table}.{name}")
@@ -337,7 +343,8 @@ class _Reader:
         if not isinstance(name, str):
             self.unknown.append(f"{self.where}: sparse index vector type {kind} is not in the installed schema")
             return None
-        return IndexVector(name, self.table(pos, name)["values"] or [])
+        values = self.table(pos, name)["values"]
+        return IndexVector(name, values if values is not None else np.zeros(0, _INDEX_DTYPES[name]))
 
     def operator(self, d: dict[str, Any]) -> Operator:
         custom = d["custom_options"]
@@ -387,6 +394,7 @@ def _enum_fields(table: str) -> tuple[tuple[str, str], ...]:
     return tuple((f.name, e) for f in schema.fields(table) if (e := schema.enum_of(table, f)))
 
 
+_INDEX_DTYPES = {"Int32Vector": "<i4", "Uint16Vector": "<u2", "Uint8Vector": "u1"}
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")

@@ -1,0 +1,109 @@
+"""`gpulint inspect`, `gpulint demo`, `gpulint --version`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import corpus_file
+from typer.testing import CliRunner
+
+from gpulint import __version__
+from gpulint.cli import app
+from gpulint.model import write
+from gpulint.model.build import ModelBuilder
+from gpulint.sample import sample_model
+
+runner = CliRunner()
+
+
+def sample_path(tmp_path: Path) -> Path:
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    return path
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"gpulint {__version__}\n"
+
+
+def test_inspect_text(tmp_path: Path) -> None:
+    path = sample_path(tmp_path)
+    result = runner.invoke(app, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{path}: {path.stat().st_size:,} bytes, TFLite schema v3"
+    assert '  subgraph 0 "main": 9 ops, 22 tensors' in lines
+    assert "    input  image  FLOAT32  [1, 64, 64, 3]" in lines
+    assert "    output probabilities  FLOAT32  [1, 10]" in lines
+    assert any(line.split() == ["CONV_2D", "v1", "2"] for line in lines)
+    assert "  metadata: min_runtime_version (16 B)" in lines
+    assert "  signature serving_default: subgraph 0, inputs image; outputs probabilities" in lines
+
+
+def test_inspect_json(tmp_path: Path) -> None:
+    path = sample_path(tmp_path)
+    result = runner.invoke(app, ["inspect", "--json", str(path)])
+    assert result.exit_code == 0
+    s = json.loads(result.stdout)
+    assert s["subgraphs"][0]["inputs"][0] == {
+        "index": 0,
+        "name": "image",
+        "dtype": "FLOAT32",
+        "shape": [1, 64, 64, 3],
+        "shape_signature": None,
+        "quantization": None,
+    }
+    assert {"op": "CONV_2D", "version": 1, "count": 2} in s["ops"]
+    assert s["weights"]["FLOAT16"] == {"tensors": 1, "bytes": 8 * 3 * 3 * 3 * 2}
+    assert s["custom_ops"] == [] and s["unknown_fields"] == []
+
+
+def test_inspect_quantization_dynamic_shapes_and_hostile_names(tmp_path: Path) -> None:
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    evil = "<script>alert(1)</script>\x1b[31m" + "n" * 10_000
+    x = g.input(evil, [1, 8], "INT8", quant=(0.5, -1), shape_signature=[-1, 8])
+    g.output(g.op("RELU", [x], [1, 8], dtype="INT8", quant=(0.5, -1)))
+    path = tmp_path / "q.tflite"
+    write(mb.build(), path)
+    s = json.loads(runner.invoke(app, ["inspect", "--json", str(path)]).stdout)
+    t = s["subgraphs"][0]["inputs"][0]
+    assert t["quantization"] == {"scale": 0.5, "zero_point": -1}
+    assert t["shape_signature"] == [-1, 8]
+    assert len(t["name"]) == 200 and "\x1b" not in t["name"]
+    assert s["subgraphs"][0]["dynamic_inputs"] == [t["name"]]
+    text = runner.invoke(app, ["inspect", str(path)]).stdout
+    assert "signature [-1, 8]  scale 0.5, zero point -1" in text
+    assert "dynamic inputs (shape signature with -1)" in text
+    assert "\x1b" not in text
+
+
+def test_inspect_custom_ops_and_metadata_on_corpus() -> None:
+    path = corpus_file("selfie_segmentation.tflite")
+    s = json.loads(runner.invoke(app, ["inspect", "--json", str(path)]).stdout)
+    assert s["custom_ops"] == [{"op": "Convolution2DTransposeBias", "version": 1, "count": 1}]
+    assert [m["name"] for m in s["metadata"]] == ["TFLITE_METADATA"]
+    assert s["weights"]["FLOAT16"]["tensors"] == 110
+
+
+def test_inspect_several_subgraphs_on_corpus() -> None:
+    s = json.loads(runner.invoke(app, ["inspect", "--json", str(corpus_file("lstm_seq16_f32.tflite"))]).stdout)
+    assert [sg["ops"] for sg in s["subgraphs"]] == [4, 3, 26]
+    assert {"op": "WHILE", "version": 1, "count": 1} in s["ops"]
+
+
+def test_demo(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = runner.invoke(app, ["demo", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "round trip (read -> write -> read): equal" in result.stdout
+    assert "LiteRT CPU interpreter, original vs rewritten: bit-identical" in result.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["sample.inspect.json", "sample.roundtrip.tflite", "sample.tflite"]
+    assert json.loads((out / "sample.inspect.json").read_text())["subgraphs"][0]["ops"] == 9
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["inspect", "--frobnicate", "x.tflite"])
+    assert result.exit_code == 2
