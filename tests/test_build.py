@@ -19,7 +19,8 @@ def test_while_loop_over_three_subgraphs(tmp_path: Path) -> None:
     mb = ModelBuilder()
     main, cond, body = mb.subgraph("main"), mb.subgraph("cond"), mb.subgraph("body")
 
-    ci, cx = cond.input("i", [], "INT32"), cond.input("x", [1, 4])
+    ci = cond.input("i", [], "INT32")
+    cond.input("x", [1, 4])  # the loop state the condition receives but does not use
     cond.output(cond.op("LESS", [ci, cond.const("limit", np.array(3, np.int32))], [], dtype="BOOL"))
 
     bi, bx = body.input("i", [], "INT32"), body.input("x", [1, 4])
