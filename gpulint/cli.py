@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from gpulint import __version__
+
+if TYPE_CHECKING:
+    from gpulint.rules.pack import Rule
 
 app = typer.Typer(
     name="gpulint",
@@ -60,6 +64,167 @@ def inspect(
         fail(path, str(e))
     summary = summarize(model, path, os.path.getsize(path))
     typer.echo(json.dumps(summary, indent=2) if as_json else render_text(summary))
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+@app.command()
+def check(
+    paths: Annotated[list[str], typer.Argument(help=".tflite files, or folders to search for *.tflite.")],
+    select: Annotated[
+        list[str] | None, typer.Option(help="Rule codes, code prefixes or names to report (comma-separated; ALL).")
+    ] = None,
+    extend_select: Annotated[list[str] | None, typer.Option(help="Add to the selected rules.")] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Rule codes, prefixes or names not to report.")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="Whose rules apply: classic (default), mediapipe, docs-2019, or a --rules pack.")
+    ] = None,
+    quantized: Annotated[
+        bool | None,
+        typer.Option("--quantized/--no-quantized", help="The delegate's quantized-models flag (on by default)."),
+    ] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="A gpulint.toml or pyproject.toml (default: found from the current folder up).")
+    ] = None,
+    output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when there are findings.")] = False,
+    fail_on: Annotated[Severity, typer.Option(help="Lowest severity that makes the exit code 1.")] = Severity.error,
+    statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
+) -> None:
+    """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
+    from gpulint import output as render
+    from gpulint.check import Settings, SettingsError, check_all, find_config, load_config, validate_selectors
+    from gpulint.rules.pack import SEVERITY_RANK, PackError, builtin_rules, load_targets
+
+    try:
+        cfg_path = config if config is not None else find_config(Path.cwd())
+        if config is not None and not config.is_file():
+            fail(config, "no such configuration file")
+        settings = Settings(**load_config(cfg_path)) if cfg_path is not None else Settings()
+        settings.config = cfg_path
+        if select:
+            settings.select = _split(select)
+        settings.extend_select += _split(extend_select)
+        settings.ignore += _split(ignore)
+        settings.rules += list(rules or [])
+        targets = load_targets(settings.rules)
+        if target is not None:
+            settings.target = target
+        elif rules:
+            settings.target = list(targets)[-1]  # the last pack given on the command line
+        if quantized is not None:
+            settings.quantized = quantized
+        if settings.target not in targets:
+            fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
+        catalog = builtin_rules()
+        for what, values in (
+            ("--select", settings.select),
+            ("--extend-select", settings.extend_select),
+            ("--ignore", settings.ignore),
+        ):
+            validate_selectors(values, catalog, what)
+    except (SettingsError, PackError) as e:
+        fail(None, str(e))
+
+    # A progress bar on a terminal when there are several files; never in logs or pipes.
+    from gpulint.check import discover
+
+    total = sum(1 for _, err in discover(paths) if err is None) if sys.stderr.isatty() else 0
+    if total > 1:
+        with typer.progressbar(length=total, label="checking", file=sys.stderr) as bar:
+            results = check_all(paths, settings, jobs, bar.update)
+    else:
+        results = check_all(paths, settings, jobs)
+
+    for r in results:
+        if r.error is not None:
+            typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
+    if output_format is Format.json:
+        text = render.render_json(results, settings.target, settings.quantized)
+    elif output_format is Format.sarif:
+        text = render.render_sarif(results, catalog)
+    elif output_format is Format.github:
+        text = render.render_github(results)
+    else:
+        text = render.render_text(results, verbose=verbose, statistics=statistics)
+    if output is not None:
+        from gpulint.atomic import write_atomic
+
+        try:
+            write_atomic(output, [(text + "\n").encode("utf-8")])
+        except OSError as e:
+            fail(output, e.strerror or str(e))
+    elif text:
+        typer.echo(text)
+    if output_format is not Format.text and statistics:
+        typer.echo("\n".join(render.render_statistics(results)), err=True)
+
+    if any(r.error is not None for r in results):
+        raise typer.Exit(EXIT_USAGE)
+    threshold = SEVERITY_RANK[fail_on.value]
+    if not exit_zero and any(r.worst() >= threshold for r in results):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@app.command("rules")
+def list_rules() -> None:
+    """List every rule: code, severity, name and what it flags."""
+    from gpulint.rules.pack import builtin_rules
+
+    for rule in builtin_rules().values():
+        fix = f"  [fix: {rule.fix_pass}]" if rule.fix_pass else ""
+        typer.echo(f"{rule.code}  {rule.severity:<7}  {rule.name:<28}  {rule.summary}{fix}")
+
+
+@app.command("rule")
+def explain_rule(code: Annotated[str, typer.Argument(help="A rule code (GPU101) or name (unsupported-op).")]) -> None:
+    """Explain one rule: what it flags, why, an example, the fix, and where it comes from."""
+    from gpulint.rules.pack import builtin_rules
+
+    rules = builtin_rules()
+    rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
+    if rule is None:
+        fail(None, f"no rule `{code}`; `gpulint rules` lists them")
+    typer.echo(render_rule(rule))
+
+
+def render_rule(rule: Rule) -> str:
+    lines = [
+        f"{rule.code} {rule.name} ({rule.severity}, {rule.category})",
+        "",
+        "What it does",
+        f"  {rule.summary}",
+        "",
+        "Why",
+        f"  {rule.rationale}",
+    ]
+    if rule.example:
+        lines += ["", "Example", f"  {rule.example}"]
+    if rule.use_instead:
+        lines += ["", "Use instead", f"  {rule.use_instead}"]
+    lines += ["", "Fix"]
+    lines.append(f"  gpulint fix --passes {rule.fix_pass} ({rule.fix_safety})" if rule.fix_pass else "  none automatic")
+    lines += ["", "Source"] + [f"  {ref}" for ref in rule.references]
+    return "\n".join(lines)
 
 
 @app.command()

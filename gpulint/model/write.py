@@ -10,18 +10,16 @@ Files are written atomically: a temporary file beside the target, then a rename.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
-import tempfile
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import flatbuffers
 import numpy as np
 import tflite
 
+from gpulint.atomic import write_atomic
 from gpulint.model import schema
 from gpulint.model.ir import (
     DimensionMetadata,
@@ -61,7 +59,7 @@ def write(
     schema does not know, unless `allow_loss`.
     """
     head, tail = serialize(model, allow_loss=allow_loss, external_buffers=external_buffers)
-    _atomic_write(Path(path), [head, *tail])
+    write_atomic(path, [head, *tail])
 
 
 def to_bytes(model: Model, *, allow_loss: bool = False) -> bytes:
@@ -345,26 +343,3 @@ class _Writer:
                 "subgraph_index": sd.subgraph_index,
             },
         )
-
-
-def _atomic_write(path: Path, chunks: list[bytes | bytearray | memoryview]) -> None:
-    """Write to a temporary file beside `path`, then rename: readers see old or new, never half."""
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

@@ -1,0 +1,228 @@
+"""Render `gpulint check` results: text, JSON, SARIF 2.1.0, GitHub workflow commands."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from typing import Any
+
+from gpulint import __version__
+from gpulint.check import FileResult
+from gpulint.rules.engine import Finding
+from gpulint.rules.pack import Rule
+from gpulint.summary import clean
+
+JSON_SCHEMA_VERSION = 1
+SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _ranges(indices: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7"."""
+    out: list[str] = []
+    for i in sorted(set(indices)):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = out[-1].split("-")[0] + f"-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def _where(f: Finding) -> str:
+    if f.op_index is not None:
+        return f"subgraph {f.subgraph} op {f.op_index}" if f.subgraph else f"op {f.op_index}"
+    if f.subgraph is not None:
+        return f"subgraph {f.subgraph}"
+    return "model"
+
+
+def _groups(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """One group per (rule, subgraph, op type), in the order first seen."""
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.code, f.subgraph, f.op if f.op_index is not None else id(f)), []).append(f)
+    return [(fs[0], fs) for fs in groups.values()]
+
+
+def render_text(results: list[FileResult], verbose: bool = False, statistics: bool = False) -> str:
+    lines: list[str] = []
+    counts: Counter[str] = Counter()
+    files_with_findings = 0
+    for r in results:
+        if r.error is not None:
+            continue
+        files_with_findings += bool(r.findings)
+        for f in r.findings:
+            counts[f.severity] += 1
+        if verbose:
+            for f in r.findings:
+                lines.append(f"{r.path}: {_where(f)}: {f.code} [{f.severity}] {f.message}")
+        else:
+            for first, group in _groups(r.findings):
+                where = _where(first)
+                if len(group) > 1:
+                    sg = f"subgraph {first.subgraph} " if first.subgraph else ""
+                    where = f"x{len(group)}: {sg}ops {_ranges([g.op_index for g in group if g.op_index is not None])}"
+                lines.append(f"{r.path}: {first.code} [{first.severity}] {first.message} ({where})")
+        for plan in r.plans:
+            if not plan.op_count:
+                continue
+            lines.append(
+                f"{r.path}: subgraph {plan.subgraph}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
+                f"{len(plan.gpu_partitions)} GPU / {len(plan.cpu_partitions)} CPU partitions, "
+                f"{len(plan.transfers)} transfers, {plan.gpu_mac_share:.0%} of MACs on the GPU"
+            )
+        lines.append(f"{r.path}: verdict: {r.verdict} ({r.reason})")
+    if statistics:
+        lines.append("")
+        lines.extend(render_statistics(results))
+    total = sum(counts.values())
+    checked = sum(1 for r in results if r.error is None)
+    if total:
+        parts = ", ".join(f"{counts[s]} {s}" for s in ("error", "warning", "info") if counts[s])
+        lines.append(f"Found {total} findings ({parts}) in {files_with_findings} of {checked} files.")
+    elif checked:
+        lines.append(f"All checks passed ({checked} files).")
+    return "\n".join(lines)
+
+
+def render_statistics(results: list[FileResult]) -> list[str]:
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for r in results:
+        for f in r.findings:
+            counts[(f.code, f.severity, f.name)] += 1
+    return [
+        f"{n:5d}  {code}  [{sev}] {name}"
+        for (code, sev, name), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+def _file_json(r: FileResult) -> dict[str, Any]:
+    if r.error is not None:
+        return {"path": r.path, "error": r.error}
+    return {
+        "path": r.path,
+        "verdict": r.verdict,
+        "reason": r.reason,
+        "findings": [{**f.to_json(), "tensors": [clean(t) for t in f.tensors]} for f in r.findings],
+        "ops": [p.to_json() for p in r.ops],
+        "partitions": [p.to_json() for p in r.plans],
+    }
+
+
+def render_json(results: list[FileResult], target: str, quantized: bool) -> str:
+    doc = {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "gpulint": __version__,
+        "target": target,
+        "quantized": quantized,
+        "files": [_file_json(r) for r in results],
+    }
+    return json.dumps(doc, indent=2)
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    help_md = (
+        f"**{rule.name}** ({rule.code})\n\n{rule.summary}\n\n**Why:** {rule.rationale}\n\n"
+        + (f"**Example:** {rule.example}\n\n" if rule.example else "")
+        + (f"**Use instead:** {rule.use_instead}\n\n" if rule.use_instead else "")
+        + (f"**Fix:** `gpulint fix --passes {rule.fix_pass}` ({rule.fix_safety})\n\n" if rule.fix_pass else "")
+        + "".join(f"- {ref}\n" for ref in rule.references)
+    )
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.rationale},
+        "help": {"text": f"{rule.summary} {rule.rationale}", "markdown": help_md},
+        "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+        "properties": {"category": rule.category, "tags": ["gpu", rule.category]},
+    }
+
+
+def _uri(path: str) -> str:
+    return path.replace("\\", "/").removeprefix("./")
+
+
+def render_sarif(results: list[FileResult], rules: dict[str, Rule]) -> str:
+    codes = sorted(rules)
+    index = {c: i for i, c in enumerate(codes)}
+    sarif_results = []
+    for r in results:
+        if r.error is not None:
+            continue
+        for f in r.findings:
+            location: dict[str, Any] = {
+                "physicalLocation": {"artifactLocation": {"uri": _uri(r.path)}, "region": {"startLine": 1}}
+            }
+            if f.op is not None:
+                sg = f.subgraph if f.subgraph is not None else 0
+                location["logicalLocations"] = [
+                    {
+                        "name": clean(f.op),
+                        "fullyQualifiedName": f"subgraph[{sg}]/op[{f.op_index}]/{clean(f.op)}",
+                        "kind": "function",
+                    }
+                ]
+            key = f"{f.code}|{f.subgraph}|{f.op_index}|{f.op}|{f.message}"
+            sarif_results.append(
+                {
+                    "ruleId": f.code,
+                    "ruleIndex": index[f.code],
+                    "level": SARIF_LEVEL[f.severity],
+                    "message": {"text": f.message},
+                    "locations": [location],
+                    "partialFingerprints": {"gpulintFinding/v1": hashlib.sha256(key.encode()).hexdigest()[:32]},
+                }
+            )
+    invocations = [
+        {
+            "executionSuccessful": all(r.error is None for r in results),
+            "toolExecutionNotifications": [
+                {"level": "error", "message": {"text": f"{r.path}: {r.error}"}} for r in results if r.error is not None
+            ],
+        }
+    ]
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gpulint",
+                        "version": __version__,
+                        "informationUri": "https://github.com/gpulint/gpulint",
+                        "rules": [_sarif_rule(rules[c]) for c in codes],
+                    }
+                },
+                "invocations": invocations,
+                "results": sarif_results,
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2)
+
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(results: list[FileResult]) -> str:
+    lines = []
+    for r in results:
+        if r.error is not None:
+            continue
+        for first, group in _groups(r.findings):
+            extra = f" (x{len(group)})" if len(group) > 1 else ""
+            title = _gh_prop(f"{first.code} {first.name}")
+            lines.append(
+                f"::{GITHUB_LEVEL[first.severity]} file={_gh_prop(r.path)},line=1,title={title}::"
+                f"{_gh_data(first.message + extra)}"
+            )
+    return "\n".join(lines)

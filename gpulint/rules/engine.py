@@ -1,0 +1,384 @@
+"""Decide, op by op, what the GPU delegate does with a model, and say why.
+
+`place` follows the delegate's decision chain (shared/research/gpu_delegate_rules.md §1):
+parser exists -> quantized-models flag -> CheckMaxSupportedOpVersion -> per-op compat checks
+-> tensor type/rank gate; ops that pass are then held to the [Parse] constraints, which make
+the delegate fail at init rather than fall back. `lint` adds the layout, performance,
+quantization and control-flow rules, and the partition plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulint.model.ir import Model
+from gpulint.rules import checks, pack
+from gpulint.rules.pack import Rule, Target
+from gpulint.rules.partition import SubgraphPlan, plan_subgraph
+from gpulint.rules.signature import Graph, OpSignature
+
+CONTROL_FLOW = {
+    "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
+    "IF": ("then_subgraph_index", "else_subgraph_index"),
+    "CALL_ONCE": ("init_subgraph_index",),
+    "CALL": ("subgraph",),
+}
+RESHUFFLE = {
+    "SPACE_TO_DEPTH": "depth",
+    "DEPTH_TO_SPACE": "depth",
+    "SPACE_TO_BATCH_ND": "batch",
+    "BATCH_TO_SPACE_ND": "batch",
+}
+SUB_BYTE = ("INT4", "INT2", "UINT4")
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    severity: str
+    message: str
+    subgraph: int | None = None
+    op_index: int | None = None
+    op: str | None = None
+    tensors: list[str] = field(default_factory=list)
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "subgraph": self.subgraph,
+            "index": self.op_index,
+            "op": self.op,
+            "tensors": self.tensors,
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class Placement:
+    """One operator: where the delegate puts it and why."""
+
+    subgraph: int
+    index: int
+    op: str
+    version: int
+    placement: str  # "gpu" | "cpu" | "init-failure"
+    reasons: list[str] = field(default_factory=list)
+    folded: bool = False  # a constant DEQUANTIZE the delegate folds into its consumers
+    codes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subgraph": self.subgraph,
+            "index": self.index,
+            "op": self.op,
+            "version": self.version,
+            "placement": self.placement,
+            "reasons": self.reasons,
+        }
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding]
+    ops: list[Placement]
+    plans: list[SubgraphPlan]
+    verdict: str
+    reason: str
+
+
+class Linter:
+    def __init__(
+        self,
+        target: Target,
+        quantized: bool = True,
+        rules: dict[str, Rule] | None = None,
+        targets: dict[str, Target] | None = None,
+    ) -> None:
+        self.target = target
+        self.quantized = quantized
+        self.rules = rules or pack.builtin_rules()
+        all_targets = targets or pack.load_targets()
+        mp = all_targets.get("mediapipe")
+        self.mediapipe_only = set(mp.custom_ops) - set(target.custom_ops) if mp is not None else set()
+
+    # -- one op ---------------------------------------------------------------------------------
+
+    def place(self, sig: OpSignature) -> Placement:
+        p = Placement(sig.graph.index, sig.index, sig.op, sig.version, "gpu")
+        if sig.index in sig.graph.folded_fp16:
+            p.folded = True
+            p.reasons.append("fp16 constant DEQUANTIZE: folded into its consumers (FP16GraphPartitionHelper)")
+            return p
+        support = (self.target.custom_ops if sig.is_custom else self.target.ops).get(sig.op)
+        if support is None:
+            if sig.is_custom and sig.op in self.mediapipe_only:
+                return self._cpu(p, "GPU103", "Operation is not supported.", op=sig.op)
+            if sig.is_custom:
+                return self._cpu(p, "GPU102", "Operation is not supported.", op=sig.op, target=self.target.name)
+            return self._cpu(p, "GPU101", "Operation is not supported.", op=sig.op)
+        if support.quantized_only and not self.quantized:
+            return self._cpu(p, "GPU105", "Operation is not supported.", op=sig.op)
+        if support.max_version is not None and sig.version > support.max_version:
+            reason = f"Max version supported: {support.max_version}. Requested version {sig.version}."
+            return self._cpu(p, "GPU104", reason, op=sig.op, version=sig.version, max_version=support.max_version)
+        for call in support.checks:
+            reason = checks.run(call.name, sig, dict(call.params))
+            if reason:
+                return self._cpu(p, "GPU106", reason, op=sig.op, reason=reason)
+        gate = self._tensor_gate(sig, support)
+        if gate is not None:
+            code, values = gate
+            return self._cpu(p, code, "OP is supported, but tensor type/shape isn't compatible.", op=sig.op, **values)
+        for call in support.init_checks:
+            reason = checks.run(call.name, sig, dict(call.params))
+            if reason:
+                p.placement = "init-failure"
+                p.reasons.append(reason)
+                p.codes.append(("GPU201", {"op": sig.op, "reason": reason}))
+                return p
+        if sig.op == "DEQUANTIZE" and sig.inputs and sig.inputs[0].is_const:
+            p.folded = True
+            p.reasons.append("constant DEQUANTIZE: dequantized once when the delegate initializes")
+        return p
+
+    def _cpu(self, p: Placement, code: str, reason: str, /, **values: Any) -> Placement:
+        p.placement = "cpu"
+        p.reasons.append(reason)
+        p.codes.append((code, values))
+        return p
+
+    def _tensor_gate(self, sig: OpSignature, support: pack.OpSupport) -> tuple[str, dict[str, Any]] | None:
+        """builder IsAllAllowedTensors: rank < 5 everywhere, allowed types on runtime tensors."""
+        for t in (*sig.inputs, *sig.outputs):
+            if not t.omitted and t.rank > self.target.max_rank:
+                return "GPU108", {"tensor": t.name, "rank": t.rank}
+        base = list(self.target.runtime_types) + (list(self.target.quantized_types) if self.quantized else [])
+        for tensors, extra in ((sig.inputs, support.extra_input_types), (sig.outputs, support.extra_output_types)):
+            allowed = base + list(extra)
+            for t in tensors:
+                if t.runtime and t.dtype not in allowed:
+                    return "GPU107", {"tensor": t.name, "dtype": t.dtype, "allowed": "/".join(allowed)}
+        return None
+
+    # -- one model -------------------------------------------------------------------------------
+
+    def lint(self, model: Model) -> LintResult:
+        findings: list[Finding] = []
+        placements: list[Placement] = []
+        plans: list[SubgraphPlan] = []
+        for si in range(len(model.subgraphs)):
+            graph = Graph.of(model, si)
+            sigs = graph.signatures()
+            placed = [self.place(s) for s in sigs]
+            plan = plan_subgraph(graph, sigs, placed, self.target.max_partitions)
+            plans.append(plan)
+            for p in placed:
+                if p.placement != "cpu" and not p.folded and p.index not in plan.delegated:
+                    # Supported, but cut off from the delegated partition: it runs on the CPU,
+                    # and an init-time constraint it breaks never comes into play.
+                    p.placement = "cpu"
+                    p.reasons = ["outside the delegated partition"]
+                    p.codes = [("GPU109", {"op": p.op})]
+            placements.extend(placed)
+            for p in placed:
+                for code, values in p.codes:
+                    findings.append(self.finding(code, values, si, p.index, p.op))
+            findings.extend(self._op_rules(graph, sigs, placed, plan))
+            findings.extend(self._subgraph_rules(graph, plan))
+        findings.extend(self._model_rules(model))
+        verdict, reason = model_verdict(plans)
+        return LintResult(findings, placements, plans, verdict, reason)
+
+    def finding(
+        self,
+        code: str,
+        values: dict[str, Any],
+        subgraph: int | None = None,
+        index: int | None = None,
+        op: str | None = None,
+        tensors: list[str] | None = None,
+    ) -> Finding:
+        rule = self.rules[code]
+        names = tensors if tensors is not None else [v for k, v in values.items() if k == "tensor"]
+        return Finding(code, rule.name, rule.severity, rule.render(**values), subgraph, index, op, names, rule.fix_pass)
+
+    def _op_rules(
+        self, graph: Graph, sigs: list[OpSignature], placed: list[Placement], plan: SubgraphPlan
+    ) -> list[Finding]:
+        out: list[Finding] = []
+        si = graph.index
+        atrous = find_atrous(sigs)
+        for ops, conv, dilation in atrous:
+            out.append(
+                self.finding(
+                    "GPU402",
+                    {"conv": conv, "ops": ", ".join(map(str, ops)), "dilation": dilation},
+                    si,
+                    ops[0],
+                    "SPACE_TO_BATCH_ND",
+                )
+            )
+        in_atrous = {i for ops, _, _ in atrous for i in ops}
+        for sig, p in zip(sigs, placed, strict=True):
+            on_gpu = p.placement == "gpu" and not p.folded
+            if on_gpu and sig.op in RESHUFFLE and sig.index not in in_atrous:
+                out.append(self.finding("GPU401", {"op": sig.op, "where": RESHUFFLE[sig.op]}, si, sig.index, sig.op))
+            if on_gpu and (moved := channel_move(sig)) is not None:
+                out.append(
+                    self.finding("GPU403", {"op": sig.op, "src": moved[0], "dst": moved[1]}, si, sig.index, sig.op)
+                )
+            if on_gpu:
+                odd = [t for t in sig.outputs if t.channels and t.channels % 4 and t.dtype in ("FLOAT32", "FLOAT16")]
+                if odd:
+                    waste = ", ".join(
+                        f"`{t.name}` C={t.channels} ({4 * -(-t.channels // 4) / t.channels:.2f}x)" for t in odd
+                    )
+                    names = ", ".join(f"`{t.name}`" for t in odd)
+                    out.append(
+                        self.finding(
+                            "GPU301",
+                            {"op": sig.op, "tensors": names, "waste": waste},
+                            si,
+                            sig.index,
+                            sig.op,
+                            [t.name for t in odd],
+                        )
+                    )
+            for t in sig.inputs:
+                if t.is_const and t.dtype in SUB_BYTE:
+                    out.append(
+                        self.finding(
+                            "GPU503", {"op": sig.op, "dtype": t.dtype, "tensor": t.name}, si, sig.index, sig.op
+                        )
+                    )
+                    break
+            if sig.op in CONTROL_FLOW:
+                called = [sig.options.get(k) for k in CONTROL_FLOW[sig.op] if sig.options.get(k) is not None]
+                per = "iteration" if sig.op == "WHILE" else "call"
+                out.append(
+                    self.finding(
+                        "GPU505",
+                        {"op": sig.op, "subgraphs": ", ".join(map(str, called)), "per": per},
+                        si,
+                        sig.index,
+                        sig.op,
+                    )
+                )
+        return out
+
+    def _subgraph_rules(self, graph: Graph, plan: SubgraphPlan) -> list[Finding]:
+        out: list[Finding] = []
+        si = graph.index
+        if len(plan.gpu_partitions) + len(plan.cpu_partitions) > 1 and plan.gpu_partitions:
+            out.append(
+                self.finding(
+                    "GPU601",
+                    {
+                        "subgraph": si,
+                        "gpu_partitions": len(plan.gpu_partitions),
+                        "cpu_partitions": len(plan.cpu_partitions),
+                        "transfers": len(plan.transfers),
+                    },
+                    si,
+                )
+            )
+        if plan.verdict == "not-worth-it":
+            out.append(self.finding("GPU602", {"subgraph": si, "reason": plan.reason}, si))
+        if si == 0:
+            for t in (graph.spec(i) for i in graph.subgraph.inputs):
+                if t.rank == 4 and t.shape[3] == 3 and t.dtype in ("FLOAT32", "FLOAT16", "UINT8", "INT8"):
+                    out.append(self.finding("GPU302", {"tensor": t.name, "shape": list(t.shape)}, si))
+                if t.is_dynamic:
+                    sig_shape = graph.subgraph.tensors[t.index].shape_signature
+                    out.append(self.finding("GPU504", {"tensor": t.name, "signature": sig_shape}, si))
+        return out
+
+    def _model_rules(self, model: Model) -> list[Finding]:
+        counts: dict[str, int] = {}
+        for si, sg in enumerate(model.subgraphs):
+            graph = Graph.of(model, si)
+            for i, t in enumerate(sg.tensors):
+                if t.type in ("INT8", "UINT8", "INT16") and not graph.is_const(i):
+                    counts[str(t.type)] = counts.get(str(t.type), 0) + 1
+        out = []
+        q = {k: v for k, v in counts.items() if k != "INT16"}
+        if q:
+            flag = "" if self.quantized else " (and with --no-quantized the delegate refuses them)"
+            out.append(self.finding("GPU501", {"count": sum(q.values()), "dtypes": "/".join(sorted(q)), "flag": flag}))
+        if counts.get("INT16"):
+            out.append(self.finding("GPU502", {"count": counts["INT16"]}))
+        return out
+
+
+def find_atrous(sigs: list[OpSignature]) -> list[tuple[list[int], str, int]]:
+    """SPACE_TO_BATCH_ND -> CONV_2D / DEPTHWISE_CONV_2D -> BATCH_TO_SPACE_ND chains, each op the
+    only reader of the one before, with equal block shapes: (op indices, conv op, dilation)."""
+    out = []
+    for s in sigs:
+        if s.op != "SPACE_TO_BATCH_ND" or not s.outputs:
+            continue
+        readers = s.consumers(s.outputs[0])
+        if len(readers) != 1 or readers[0].op not in ("CONV_2D", "DEPTHWISE_CONV_2D") or not readers[0].outputs:
+            continue
+        conv = readers[0]
+        after = conv.consumers(conv.outputs[0])
+        if len(after) != 1 or after[0].op != "BATCH_TO_SPACE_ND":
+            continue
+        b2s = after[0]
+        block_in = s.const_values(s.inputs[1]) if len(s.inputs) > 1 else None
+        block_out = b2s.const_values(b2s.inputs[1]) if len(b2s.inputs) > 1 else None
+        if not block_in or block_in != block_out:
+            continue
+        dilation = int(block_in[0]) if len(set(block_in)) == 1 else block_in
+        out.append(([s.index, conv.index, b2s.index], conv.op, dilation))  # type: ignore[arg-type]
+    return out
+
+
+def channel_move(sig: OpSignature) -> tuple[str, str] | None:
+    """A RESHAPE or TRANSPOSE that cannot keep the 4-channel slice layout: (src, dst) dims."""
+    if sig.op not in ("RESHAPE", "TRANSPOSE") or not sig.inputs or not sig.outputs:
+        return None
+    x, y = sig.inputs[0], sig.outputs[0]
+    if sig.op == "TRANSPOSE":
+        perm = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 else None
+        if perm and perm[-1] != len(perm) - 1:
+            return f"perm {perm}", f"{list(y.shape)}"
+        return None
+    if x.channels is not None and y.channels is not None and x.channels != y.channels:
+        return str(list(x.shape)), str(list(y.shape))
+    return None
+
+
+VERDICT_ORDER = ("ready", "partial", "not-worth-it", "init-failure")
+
+
+def model_verdict(plans: list[SubgraphPlan]) -> tuple[str, str]:
+    """The model's verdict from its subgraphs' (the main one first)."""
+    active = [p for p in plans if p.op_count]
+    if not active:
+        return "ready", "the model has no ops"
+    failing = [p for p in active if p.verdict == "init-failure"]
+    if failing:
+        return "init-failure", failing[0].reason
+    if all(p.verdict == "ready" for p in active):
+        n = sum(p.op_count for p in active)
+        return "ready", f"all {n} ops run on the GPU in one partition per subgraph"
+    total = sum(p.total_macs for p in active)
+    gpu = sum(p.gpu_macs for p in active)
+    share = gpu / total if total else 0.0
+    cpu_ops = sum(len(p.cpu_ops) for p in active)
+    transfers = sum(len(p.transfers) for p in active)
+    if share < 0.5:
+        return "not-worth-it", (
+            f"only {share:.0%} of the estimated MACs run on the GPU; {cpu_ops} ops on the CPU, "
+            f"{transfers} CPU<->GPU transfers"
+        )
+    return "partial", (
+        f"{share:.0%} of the estimated MACs run on the GPU; {cpu_ops} ops on the CPU, {transfers} CPU<->GPU transfers"
+    )

@@ -1,0 +1,372 @@
+"""Rule packs: the rule catalog (`rules.yaml`) and the target packs (`targets/*.yaml`).
+
+Loaded with `yaml.safe_load` semantics and validated on load: a bad pack is a PackError that
+names the file, the line, the key and what was expected. Target packs may name a `base` pack
+whose ops they extend or override, and keys starting with `x-` hold YAML anchors only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpulint.model import schema
+from gpulint.rules.checks import CHECKS
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # info 0 < warning 1 < error 2
+
+
+class PackError(Exception):
+    """A rule pack that does not validate; the message names file, line and key."""
+
+
+# -- YAML with line numbers --------------------------------------------------------------------
+
+
+class _Map(dict[str, Any]):
+    """A mapping that remembers the line of each key (1-based)."""
+
+    line: int = 0
+    lines: dict[str, int]
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader whose mappings carry line numbers."""
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
+    out = _Map(loader.construct_mapping(node, deep=True))
+    out.line = node.start_mark.line + 1
+    out.lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    return out
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+
+
+def _load(text: str, where: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise PackError(f"{where}{line}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+
+
+class _Validator:
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, node: Any, key: str | None, expected: str) -> PackError:
+        line = (
+            node.lines.get(key, node.line) if isinstance(node, _Map) and key is not None else getattr(node, "line", 0)
+        )
+        at = f":{line}" if line else ""
+        what = f" `{key}`" if key is not None else ""
+        return PackError(f"{self.where}{at}:{what}: expected {expected}")
+
+    def mapping(self, node: Any, key: str | None, parent: Any = None) -> _Map:
+        if not isinstance(node, _Map):
+            raise self.fail(parent if parent is not None else node, key, "a mapping")
+        return node
+
+    def keys(self, node: _Map, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+        for k in required:
+            if k not in node:
+                raise self.fail(node, None, f"key `{k}`")
+        for k in node:
+            if k not in required and k not in optional and not str(k).startswith("x-"):
+                raise self.fail(node, k, "one of: " + ", ".join(required + optional) + " (unknown key)")
+
+    def typed(self, node: _Map, key: str, kind: type | tuple[type, ...], expected: str) -> Any:
+        v = node.get(key)
+        if v is not None and (not isinstance(v, kind) or (kind is int and isinstance(v, bool))):
+            raise self.fail(node, key, expected)
+        return v
+
+    def str_list(self, node: _Map, key: str, allowed: set[str] | None = None) -> list[str]:
+        v = node.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.fail(node, key, "a list of strings")
+        if allowed is not None:
+            for x in v:
+                if x not in allowed:
+                    raise self.fail(node, key, f"tensor types from the schema; `{x}` is not one")
+        return v
+
+
+# -- the rule catalog ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    category: str
+    message: str
+    summary: str
+    rationale: str
+    example: str = ""
+    use_instead: str = ""
+    fix_pass: str | None = None
+    fix_safety: str | None = None
+    references: tuple[str, ...] = ()
+
+    def render(self, **values: Any) -> str:
+        return self.message.format(**values)
+
+
+_RULE_KEYS = ("code", "name", "severity", "category", "message", "summary", "rationale")
+_RULE_OPTIONAL = ("example", "use_instead", "fix", "references")
+_PLACEHOLDER = re.compile(r"{(\w+)")
+
+
+def parse_rules(text: str, where: str) -> dict[str, Rule]:
+    v = _Validator(where)
+    doc = v.mapping(_load(text, where), None)
+    v.keys(doc, ("rules",), ())
+    entries = doc["rules"]
+    if not isinstance(entries, list):
+        raise v.fail(doc, "rules", "a list of rules")
+    out: dict[str, Rule] = {}
+    names: set[str] = set()
+    for entry in entries:
+        e = v.mapping(entry, None, doc)
+        v.keys(e, _RULE_KEYS, _RULE_OPTIONAL)
+        for k in (*_RULE_KEYS, "example", "use_instead"):
+            v.typed(e, k, str, "a string")
+        if not re.fullmatch(r"[A-Z]+[0-9]{3}", e["code"]):
+            raise v.fail(e, "code", "a code like GPU101 (letters, then three digits)")
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", e["name"]):
+            raise v.fail(e, "name", "a kebab-case name")
+        if e["severity"] not in SEVERITIES:
+            raise v.fail(e, "severity", "one of " + ", ".join(SEVERITIES))
+        if e["code"] in out or e["name"] in names:
+            raise v.fail(e, "code", f"a unique code and name; {e['code']} / {e['name']} is defined twice")
+        fix = e.get("fix")
+        fix_pass = fix_safety = None
+        if fix is not None:
+            f = v.mapping(fix, "fix", e)
+            v.keys(f, ("pass", "safety"), ())
+            if f["safety"] not in ("safe", "unsafe"):
+                raise v.fail(f, "safety", "safe or unsafe")
+            fix_pass, fix_safety = str(f["pass"]), f["safety"]
+        refs = v.str_list(e, "references")
+        out[e["code"]] = Rule(
+            e["code"],
+            e["name"],
+            e["severity"],
+            e["category"],
+            e["message"],
+            e["summary"].strip(),
+            " ".join(e["rationale"].split()),
+            e.get("example", ""),
+            e.get("use_instead", ""),
+            fix_pass,
+            fix_safety,
+            tuple(refs),
+        )
+        names.add(e["name"])
+    return out
+
+
+@cache
+def builtin_rules() -> dict[str, Rule]:
+    text = resources.files("gpulint.rules").joinpath("rules.yaml").read_text("utf-8")
+    return parse_rules(text, "gpulint/rules/rules.yaml")
+
+
+# -- target packs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass
+class OpSupport:
+    max_version: int | None = None
+    checks: list[CheckCall] = field(default_factory=list)
+    init_checks: list[CheckCall] = field(default_factory=list)
+    extra_input_types: list[str] = field(default_factory=list)
+    extra_output_types: list[str] = field(default_factory=list)
+    quantized_only: bool = False
+    source: str = ""
+
+
+@dataclass
+class Target:
+    name: str
+    title: str
+    source: str
+    runtime_types: list[str]
+    quantized_types: list[str]
+    max_rank: int
+    max_partitions: int
+    ops: dict[str, OpSupport]
+    custom_ops: dict[str, OpSupport]
+    path: str = ""
+
+
+_TARGET_KEYS = ("target",)
+_TARGET_OPTIONAL = (
+    "title",
+    "source",
+    "base",
+    "runtime_types",
+    "quantized_types",
+    "max_rank",
+    "max_partitions",
+    "only_listed",
+    "ops",
+    "custom_ops",
+)
+_OP_KEYS = (
+    "max_version",
+    "checks",
+    "init_checks",
+    "extra_input_types",
+    "extra_output_types",
+    "quantized_only",
+    "source",
+)
+
+
+def parse_target(text: str, where: str, known: dict[str, Target]) -> Target:
+    v = _Validator(where)
+    doc = v.mapping(_load(text, where), None)
+    v.keys(doc, _TARGET_KEYS, _TARGET_OPTIONAL)
+    name = v.typed(doc, "target", str, "a target name")
+    base_name = v.typed(doc, "base", str, "the name of a target pack")
+    base = None
+    if base_name is not None:
+        base = known.get(base_name)
+        if base is None:
+            raise v.fail(doc, "base", "one of the known targets: " + ", ".join(sorted(known)))
+    types = set(schema.enum_members("TensorType"))
+
+    def inherited(key: str, default: Any) -> Any:
+        if key in doc:
+            return doc[key]
+        return getattr(base, key) if base is not None else default
+
+    for key in ("max_rank", "max_partitions"):
+        v.typed(doc, key, int, "an integer")
+    v.typed(doc, "only_listed", bool, "true or false")
+    runtime = v.str_list(doc, "runtime_types", types) if "runtime_types" in doc else inherited("runtime_types", [])
+    quant = v.str_list(doc, "quantized_types", types) if "quantized_types" in doc else inherited("quantized_types", [])
+
+    def op_table(key: str, builtin: bool) -> dict[str, OpSupport]:
+        table = doc.get(key) or _Map()
+        v.mapping(table, key, doc)
+        start = {} if base is None or doc.get("only_listed") else dict(getattr(base, key))
+        ops = {k: _copy(s) for k, s in start.items()}
+        members = schema.enum_members("BuiltinOperator")
+        for op, entry in table.items():
+            if builtin and op not in members:
+                raise v.fail(table, op, "a builtin op name from the schema (custom ops go under custom_ops)")
+            e = v.mapping(entry, op, table)
+            v.keys(e, (), _OP_KEYS)
+            inherit = base is not None and op in getattr(base, key)
+            support = _copy(getattr(base, key)[op]) if inherit and base is not None else OpSupport()
+            if "max_version" in e:
+                support.max_version = v.typed(e, "max_version", int, "an integer op version")
+            for ck in ("checks", "init_checks"):
+                if ck in e:
+                    setattr(support, ck, [_check_call(v, e, ck, c) for c in (e[ck] or [])])
+            for tk in ("extra_input_types", "extra_output_types"):
+                if tk in e:
+                    setattr(support, tk, v.str_list(e, tk, types))
+            if "quantized_only" in e:
+                support.quantized_only = bool(v.typed(e, "quantized_only", bool, "true or false"))
+            if "source" in e:
+                support.source = str(e["source"])
+            ops[str(op)] = support
+        return ops
+
+    return Target(
+        name=name,
+        title=str(doc.get("title", name)),
+        source=str(doc.get("source", "")),
+        runtime_types=runtime,
+        quantized_types=quant,
+        max_rank=inherited("max_rank", 4),
+        max_partitions=inherited("max_partitions", 1),
+        ops=op_table("ops", True),
+        custom_ops=op_table("custom_ops", False),
+        path=where,
+    )
+
+
+def _copy(s: OpSupport) -> OpSupport:
+    return OpSupport(
+        s.max_version,
+        list(s.checks),
+        list(s.init_checks),
+        list(s.extra_input_types),
+        list(s.extra_output_types),
+        s.quantized_only,
+        s.source,
+    )
+
+
+def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
+    if isinstance(item, str):
+        name, params = item, {}
+    elif isinstance(item, _Map) and len(item) == 1:
+        name, params = next(iter(item.items()))
+        if not isinstance(params, dict):
+            raise v.fail(item, name, "a mapping of the check's parameters")
+    else:
+        raise v.fail(entry, key, "a list of check names or {check: {param: value}} mappings")
+    fn = CHECKS.get(name)
+    if fn is None:
+        raise v.fail(
+            entry, key, "checks from gpulint.rules.checks; `" + str(name) + "` is not one: " + ", ".join(sorted(CHECKS))
+        )
+    try:
+        inspect.signature(fn).bind(None, **params)
+    except TypeError as e:
+        raise v.fail(entry, key, f"parameters that `{name}` takes ({e})") from None
+    return CheckCall(name, tuple(sorted(params.items())))
+
+
+BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019")
+
+
+def load_targets(extra: list[Path] | None = None) -> dict[str, Target]:
+    """The built-in targets, then any user packs (which may use the built-ins as `base`)."""
+    known: dict[str, Target] = dict(_builtin_targets())
+    for path in extra or []:
+        try:
+            text = path.read_text("utf-8")
+        except OSError as e:
+            raise PackError(f"{path}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise PackError(f"{path}: not a UTF-8 text file") from None
+        t = parse_target(text, str(path), known)
+        if t.name in known:
+            raise PackError(f"{path}: target `{t.name}` is already defined ({known[t.name].path})")
+        known[t.name] = t
+    return known
+
+
+@cache
+def _builtin_targets() -> dict[str, Target]:
+    known: dict[str, Target] = {}
+    folder = resources.files("gpulint.rules").joinpath("targets")
+    for name in BUILTIN_TARGETS:
+        text = folder.joinpath(f"{name}.yaml").read_text("utf-8")
+        known[name] = parse_target(text, f"gpulint/rules/targets/{name}.yaml", known)
+    return known

@@ -1,0 +1,212 @@
+"""How the delegate splits a subgraph into GPU and CPU partitions, and what that costs.
+
+The split copies TFLite's PartitionGraphIntoIndependentNodeSubsets (tflite/graph_info.cc):
+repeatedly sweep the ops in execution order, adding every op whose inputs are ready to the
+current subset; the first ready op sets the subset's kind (supported or not), and a subset
+closes when no more ops of its kind are ready. The delegate then takes the
+`max_delegated_partitions` largest supported subsets (GraphPartitionHelper::
+GetFirstNLargestPartitions; default 1). fp16-constant DEQUANTIZE ops are left out of the
+graph, as FP16GraphPartitionHelper re-points their consumers at the fp16 constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpulint.model.ir import NUMPY_DTYPES
+from gpulint.rules.signature import Graph, OpSignature
+
+if TYPE_CHECKING:
+    from gpulint.rules.engine import Placement
+
+
+@dataclass
+class Partition:
+    kind: str  # "gpu" (ops the delegate supports) or "cpu"
+    ops: list[int]
+    delegated: bool = False
+    macs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ops": self.ops, "delegated": self.delegated, "macs": self.macs}
+
+
+@dataclass
+class Transfer:
+    tensor: str
+    direction: str  # "to-gpu" | "to-cpu"
+    bytes: int
+
+
+@dataclass
+class SubgraphPlan:
+    subgraph: int
+    partitions: list[Partition] = field(default_factory=list)
+    delegated: set[int] = field(default_factory=set)
+    transfers: list[Transfer] = field(default_factory=list)
+    op_count: int = 0
+    cpu_ops: list[int] = field(default_factory=list)
+    total_macs: int = 0
+    gpu_macs: int = 0
+    verdict: str = "ready"
+    reason: str = ""
+
+    @property
+    def gpu_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions if p.kind == "gpu"]
+
+    @property
+    def cpu_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions if p.kind == "cpu"]
+
+    @property
+    def gpu_mac_share(self) -> float:
+        return self.gpu_macs / self.total_macs if self.total_macs else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "subgraph": self.subgraph,
+            "ops": self.op_count,
+            "gpu_ops": len(self.delegated),
+            "cpu_ops": len(self.cpu_ops),
+            "partitions": [p.to_json() for p in self.partitions],
+            "transfers": [{"tensor": t.tensor, "direction": t.direction, "bytes": t.bytes} for t in self.transfers],
+            "estimated_macs": self.total_macs,
+            "gpu_mac_share": round(self.gpu_mac_share, 4),
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+
+def split(graph: Graph, nodes: list[int], supported: set[int]) -> list[Partition]:
+    """TFLite's PartitionGraphIntoIndependentNodeSubsets over `nodes` (execution order)."""
+    sg = graph.subgraph
+    produced = {t for n in nodes for t in sg.operators[n].outputs}
+    ready = {t for t in range(len(sg.tensors)) if t not in produced}
+    done: set[int] = set()
+    out: list[Partition] = []
+    while len(done) < len(nodes):
+        kind: str | None = None
+        current: list[int] = []
+        progress = True
+        while progress:
+            progress = False
+            for n in nodes:
+                if n in done or any(t >= 0 and t not in ready for t in sg.operators[n].inputs):
+                    continue
+                node_kind = "gpu" if n in supported else "cpu"
+                kind = kind or node_kind
+                if node_kind != kind:
+                    continue
+                done.add(n)
+                current.append(n)
+                ready.update(sg.operators[n].outputs)
+                progress = True
+        if not current:  # a cycle or a missing producer: the rest cannot be scheduled
+            rest = [n for n in nodes if n not in done]
+            out.append(Partition("cpu", rest))
+            break
+        out.append(Partition(kind or "cpu", sorted(current)))
+    return out
+
+
+def macs(sig: OpSignature) -> int:
+    """A rough multiply-accumulate count, to weigh partitions; 1 per output element otherwise."""
+    out = sum(t.elements for t in sig.outputs) if sig.outputs else 0
+    w = sig.input(1)
+    x = sig.input(0)
+    if sig.op == "CONV_2D" and w is not None and w.rank == 4:
+        return out * w.shape[1] * w.shape[2] * w.shape[3]
+    if sig.op == "DEPTHWISE_CONV_2D" and w is not None and w.rank == 4:
+        return out * w.shape[1] * w.shape[2]
+    if sig.op == "FULLY_CONNECTED" and w is not None and w.rank == 2:
+        return out * w.shape[1]
+    if sig.op == "BATCH_MATMUL" and x is not None and x.rank >= 2:
+        k = x.shape[-2] if sig.options.get("adj_x") else x.shape[-1]
+        return out * k
+    if sig.op in ("TRANSPOSE_CONV", "Convolution2DTransposeBias"):
+        src = sig.input(2) if sig.op == "TRANSPOSE_CONV" else x
+        weights = w if sig.op == "TRANSPOSE_CONV" else sig.input(1)
+        if src is not None and weights is not None and weights.rank == 4:
+            return src.elements * weights.shape[0] * weights.shape[1] * weights.shape[2]
+    if sig.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        return out * max(1, sig.options.get("filter_height", 1) * sig.options.get("filter_width", 1))
+    if sig.op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "SOFTMAX") and x is not None:
+        return max(out, x.elements)
+    return out
+
+
+def _bytes(graph: Graph, t: int) -> int:
+    tensor = graph.subgraph.tensors[t]
+    dtype = NUMPY_DTYPES.get(tensor.type) if isinstance(tensor.type, str) else None
+    n = 1
+    for d in tensor.shape:
+        n *= max(d, 1)
+    return n * (dtype.itemsize if dtype is not None else 4)
+
+
+def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement], max_partitions: int) -> SubgraphPlan:
+    nodes = [p.index for p in placed if not p.folded]
+    supported = {p.index for p in placed if not p.folded and p.placement in ("gpu", "init-failure")}
+    plan = SubgraphPlan(graph.index, op_count=len(nodes))
+    if not nodes:
+        plan.reason = "no ops"
+        return plan
+    plan.partitions = split(graph, nodes, supported)
+    cost = {s.index: macs(s) for s in sigs}
+    for part in plan.partitions:
+        part.macs = sum(cost[n] for n in part.ops)
+    gpu_parts = sorted(plan.gpu_partitions, key=lambda p: -len(p.ops))  # stable: ties keep graph order
+    for part in gpu_parts[:max_partitions]:
+        part.delegated = True
+        plan.delegated.update(part.ops)
+    plan.cpu_ops = [n for n in nodes if n not in plan.delegated]
+    plan.total_macs = sum(cost[n] for n in nodes)
+    plan.gpu_macs = sum(cost[n] for n in plan.delegated)
+    plan.transfers = _transfers(graph, plan.delegated)
+    _verdict(plan, placed)
+    return plan
+
+
+def _transfers(graph: Graph, delegated: set[int]) -> list[Transfer]:
+    """Tensors that cross into or out of the delegated partition (graph inputs and outputs too)."""
+    sg = graph.subgraph
+    out: list[Transfer] = []
+    into: set[int] = set()
+    for n in sorted(delegated):
+        for t in sg.operators[n].inputs:
+            if t < 0 or t in into or graph.is_const(t):
+                continue
+            producer = graph.producer.get(t)
+            if producer is None or (producer not in delegated and producer not in graph.folded_fp16):
+                into.add(t)
+                out.append(Transfer(sg.tensors[t].name or str(t), "to-gpu", _bytes(graph, t)))
+    for n in sorted(delegated):
+        for t in sg.operators[n].outputs:
+            readers = graph.consumers.get(t, [])
+            if t in graph.graph_outputs or any(r not in delegated for r in readers):
+                out.append(Transfer(sg.tensors[t].name or str(t), "to-cpu", _bytes(graph, t)))
+    return out
+
+
+def _verdict(plan: SubgraphPlan, placed: list[Placement]) -> None:
+    failing = [p for p in placed if p.index in plan.delegated and p.placement == "init-failure"]
+    if failing:
+        f = failing[0]
+        plan.verdict = "init-failure"
+        plan.reason = f"the delegate fails to initialize on `{f.op}` (op {f.index}): {f.reasons[-1]}"
+    elif not plan.delegated:
+        plan.verdict = "not-worth-it"
+        plan.reason = f"none of its {plan.op_count} ops can run on the GPU"
+    elif len(plan.delegated) == plan.op_count:
+        plan.verdict = "ready"
+        plan.reason = f"all {plan.op_count} ops run on the GPU in one partition"
+    else:
+        share = plan.gpu_mac_share
+        detail = (
+            f"{share:.0%} of the estimated MACs in the delegated partition ({len(plan.delegated)} of "
+            f"{plan.op_count} ops), {len(plan.cpu_ops)} ops on the CPU, {len(plan.transfers)} CPU<->GPU transfers"
+        )
+        plan.verdict = "not-worth-it" if share < 0.5 else "partial"
+        plan.reason = ("only " if share < 0.5 else "") + detail
