@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -66,14 +66,14 @@ def inspect(
     typer.echo(json.dumps(summary, indent=2) if as_json else render_text(summary))
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     json = "json"
     sarif = "sarif"
     github = "github"
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"

@@ -11,7 +11,7 @@ from gpulint import __version__
 from gpulint.check import FileResult
 from gpulint.rules.engine import Finding
 from gpulint.rules.pack import Rule
-from gpulint.summary import clean
+from gpulint.text import clean
 
 JSON_SCHEMA_VERSION = 1
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}

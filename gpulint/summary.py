@@ -10,19 +10,9 @@ from collections import Counter
 from typing import Any
 
 from gpulint.model.ir import Model, Quantization, Tensor
+from gpulint.text import clean
 
-MAX_TEXT = 200
 SHOW_SCALES = 4
-
-
-def clean(text: str | None, limit: int = MAX_TEXT) -> str | None:
-    """A model-provided string made safe to print: printable, one line, bounded."""
-    if text is None:
-        return None
-    s = "".join(
-        ch if ch.isprintable() else "\ufffd" for ch in text.encode("utf-8", "replace").decode("utf-8", "replace")
-    )
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def _quant(q: Quantization | None) -> dict[str, Any] | None:

@@ -17,6 +17,9 @@ from gpulint.rules import checks, pack
 from gpulint.rules.pack import Rule, Target
 from gpulint.rules.partition import SubgraphPlan, plan_subgraph
 from gpulint.rules.signature import Graph, OpSignature
+from gpulint.text import clean
+
+MAX_NAME = 80  # the longest model-provided name quoted in a message
 
 CONTROL_FLOW = {
     "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
@@ -128,19 +131,19 @@ class Linter:
             reason = f"Max version supported: {support.max_version}. Requested version {sig.version}."
             return self._cpu(p, "GPU104", reason, op=sig.op, version=sig.version, max_version=support.max_version)
         for call in support.checks:
-            reason = checks.run(call.name, sig, dict(call.params))
-            if reason:
-                return self._cpu(p, "GPU106", reason, op=sig.op, reason=reason)
+            refused = checks.run(call.name, sig, dict(call.params))
+            if refused:
+                return self._cpu(p, "GPU106", refused, op=sig.op, reason=refused)
         gate = self._tensor_gate(sig, support)
         if gate is not None:
             code, values = gate
             return self._cpu(p, code, "OP is supported, but tensor type/shape isn't compatible.", op=sig.op, **values)
         for call in support.init_checks:
-            reason = checks.run(call.name, sig, dict(call.params))
-            if reason:
+            failure = checks.run(call.name, sig, dict(call.params))
+            if failure:
                 p.placement = "init-failure"
-                p.reasons.append(reason)
-                p.codes.append(("GPU201", {"op": sig.op, "reason": reason}))
+                p.reasons.append(failure)
+                p.codes.append(("GPU201", {"op": sig.op, "reason": failure}))
                 return p
         if sig.op == "DEQUANTIZE" and sig.inputs and sig.inputs[0].is_const:
             p.folded = True
@@ -206,7 +209,11 @@ class Linter:
     ) -> Finding:
         rule = self.rules[code]
         names = tensors if tensors is not None else [v for k, v in values.items() if k == "tensor"]
-        return Finding(code, rule.name, rule.severity, rule.render(**values), subgraph, index, op, names, rule.fix_pass)
+        # Names come from the model: bounded and printable before they reach a message.
+        shown = {
+            k: clean(v, MAX_NAME) if k in ("tensor", "op") and isinstance(v, str) else v for k, v in values.items()
+        }
+        return Finding(code, rule.name, rule.severity, rule.render(**shown), subgraph, index, op, names, rule.fix_pass)
 
     def _op_rules(
         self, graph: Graph, sigs: list[OpSignature], placed: list[Placement], plan: SubgraphPlan
@@ -236,18 +243,10 @@ class Linter:
             if on_gpu:
                 odd = [t for t in sig.outputs if t.channels and t.channels % 4 and t.dtype in ("FLOAT32", "FLOAT16")]
                 if odd:
-                    waste = ", ".join(
-                        f"`{t.name}` C={t.channels} ({4 * -(-t.channels // 4) / t.channels:.2f}x)" for t in odd
-                    )
-                    names = ", ".join(f"`{t.name}`" for t in odd)
+                    shown = ", ".join(f"`{clean(t.name, MAX_NAME)}` ({slice_waste(t.channels or 1)})" for t in odd)
                     out.append(
                         self.finding(
-                            "GPU301",
-                            {"op": sig.op, "tensors": names, "waste": waste},
-                            si,
-                            sig.index,
-                            sig.op,
-                            [t.name for t in odd],
+                            "GPU301", {"op": sig.op, "tensors": shown}, si, sig.index, sig.op, [t.name for t in odd]
                         )
                     )
             for t in sig.inputs:
@@ -316,7 +315,12 @@ class Linter:
         return out
 
 
-def find_atrous(sigs: list[OpSignature]) -> list[tuple[list[int], str, int]]:
+def slice_waste(channels: int) -> str:
+    """C channels stored as ceil(C/4) slices of 4: "C=6, 1.33x memory"."""
+    return f"C={channels}, {4 * -(-channels // 4) / channels:.2f}x memory"
+
+
+def find_atrous(sigs: list[OpSignature]) -> list[tuple[list[int], str, int | list[int]]]:
     """SPACE_TO_BATCH_ND -> CONV_2D / DEPTHWISE_CONV_2D -> BATCH_TO_SPACE_ND chains, each op the
     only reader of the one before, with equal block shapes: (op indices, conv op, dilation)."""
     out = []
@@ -335,8 +339,8 @@ def find_atrous(sigs: list[OpSignature]) -> list[tuple[list[int], str, int]]:
         block_out = b2s.const_values(b2s.inputs[1]) if len(b2s.inputs) > 1 else None
         if not block_in or block_in != block_out:
             continue
-        dilation = int(block_in[0]) if len(set(block_in)) == 1 else block_in
-        out.append(([s.index, conv.index, b2s.index], conv.op, dilation))  # type: ignore[arg-type]
+        dilation: int | list[int] = int(block_in[0]) if len(set(block_in)) == 1 else [int(b) for b in block_in]
+        out.append(([s.index, conv.index, b2s.index], conv.op, dilation))
     return out
 
 

@@ -43,7 +43,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
-    out = _Map(loader.construct_mapping(node, deep=True))
+    out = _Map({str(k): v for k, v in loader.construct_mapping(node, deep=True).items()})
     out.line = node.start_mark.line + 1
     out.lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     return out
@@ -322,6 +322,7 @@ def _copy(s: OpSupport) -> OpSupport:
 
 
 def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
+    params: dict[str, Any]
     if isinstance(item, str):
         name, params = item, {}
     elif isinstance(item, _Map) and len(item) == 1:

@@ -131,7 +131,8 @@ def macs(sig: OpSignature) -> int:
         if src is not None and weights is not None and weights.rank == 4:
             return src.elements * weights.shape[0] * weights.shape[1] * weights.shape[2]
     if sig.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        return out * max(1, sig.options.get("filter_height", 1) * sig.options.get("filter_width", 1))
+        window: int = sig.options.get("filter_height", 1) * sig.options.get("filter_width", 1)
+        return out * max(1, window)
     if sig.op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "SOFTMAX") and x is not None:
         return max(out, x.elements)
     return out
