@@ -134,15 +134,24 @@ def selected(finding: Finding, settings: Settings, path: str) -> bool:
     if hit is None or (miss is not None and len(miss) >= len(hit)):
         return False
     for pattern, codes in settings.per_file_ignores.items():
-        if (fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(Path(path).name, pattern)) and matches(
-            finding.code, finding.name, codes
-        ):
+        if _path_matches(path, pattern, settings) and matches(finding.code, finding.name, codes):
             return False
     if finding.op is not None:
         codes = settings.per_op_ignores.get(finding.op, [])
         if matches(finding.code, finding.name, codes):
             return False
     return True
+
+
+def _path_matches(path: str, pattern: str, settings: Settings) -> bool:
+    """Glob patterns are relative to the configuration file's folder (else the current one)."""
+    base = settings.config.parent if settings.config is not None else Path.cwd()
+    p = Path(path)
+    try:
+        rel = p.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        rel = p.as_posix()
+    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(p.name, pattern)
 
 
 @dataclass

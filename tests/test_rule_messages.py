@@ -1,0 +1,288 @@
+"""The exact message of every rule, each on a small model that triggers it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpulint.model import Model
+from gpulint.model.build import ModelBuilder, SubgraphBuilder
+from gpulint.rules import pack
+from gpulint.rules.engine import Finding, Linter
+
+TARGETS = pack.load_targets()
+
+
+def lint(model: Model, target: str = "classic", quantized: bool = True) -> list[Finding]:
+    return Linter(TARGETS[target], quantized).lint(model).findings
+
+
+def single(build: Callable[[SubgraphBuilder], int]) -> Model:
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    g.output(build(g))
+    return mb.build()
+
+
+def conv(g: SubgraphBuilder, x: int, cin: int, cout: int, hw: int = 8, **options: object) -> int:
+    w = g.const(f"w{len(g.sg.tensors)}", np.zeros((cout, 3, 3, cin), np.float32))
+    return g.op(
+        "CONV_2D",
+        [x, w, -1],
+        [1, hw, hw, cout],
+        out_name=f"conv{len(g.sg.tensors)}",
+        options=dict(padding="SAME", stride_w=1, stride_h=1, **options),
+    )
+
+
+def messages(findings: list[Finding], code: str) -> list[str]:
+    return [f.message for f in findings if f.code == code]
+
+
+def test_gpu101_unsupported_op() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8])
+        return g.op("ARG_MAX", [x, g.const("axis", np.array([1], np.int32))], [1], dtype="INT64")
+
+    assert messages(lint(single(build)), "GPU101") == [
+        "`ARG_MAX` has no GPU delegate implementation and runs on the CPU"
+    ]
+
+
+def test_gpu102_unsupported_custom_op_gpu103_mediapipe_only() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        y = g.op("TFLite_Detection_PostProcess", [x], [1, 8, 8, 4], custom_options=b"")
+        m = g.input("m", [1, 4, 4])
+        return g.op("TransformTensorBilinear", [y, m], [1, 8, 8, 4], version=2, custom_options=b"")
+
+    findings = lint(single(build))
+    assert messages(findings, "GPU102") == [
+        "custom op `TFLite_Detection_PostProcess` is not one the GPU delegate accepts (classic target)"
+    ]
+    assert messages(findings, "GPU103") == [
+        "custom op `TransformTensorBilinear` runs on the GPU only in MediaPipe's GPU runtime; "
+        "the stock delegate puts it on the CPU"
+    ]
+    assert messages(lint(single(build), "mediapipe"), "GPU103") == []
+
+
+def test_gpu104_version_too_high() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        return g.op("SOFTMAX", [x], [1, 8, 8, 4], version=4, options=dict(beta=1.0))
+
+    assert messages(lint(single(build)), "GPU104") == ["`SOFTMAX` v4 is above the GPU delegate's maximum v2"]
+
+
+def test_gpu105_quantized_ops_disabled() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8], "INT8", quant=(0.1, 0))
+        return g.op("DEQUANTIZE", [x], [1, 8], version=2)
+
+    assert messages(lint(single(build), quantized=False), "GPU105") == [
+        "`DEQUANTIZE` needs the delegate's quantized-models flag, which --no-quantized turns off"
+    ]
+    assert messages(lint(single(build)), "GPU105") == []
+
+
+def test_gpu106_op_constraint() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        return g.op("SOFTMAX", [x], [1, 8, 8, 4], options=dict(beta=2.0))
+
+    assert messages(lint(single(build)), "GPU106") == [
+        "`SOFTMAX` is refused by the GPU delegate: Softmax with beta 2 is not supported (only beta == 1)"
+    ]
+
+
+def test_gpu107_tensor_type() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("ids", [1, 8], "INT32")
+        return g.op("ADD", [x, x], [1, 8], dtype="INT32")
+
+    assert messages(lint(single(build)), "GPU107") == [
+        "`ADD` has runtime tensor `ids` of type INT32; the GPU delegate takes FLOAT32/FLOAT16/INT8/UINT8"
+    ]
+    assert messages(lint(single(build), quantized=False), "GPU107") == [
+        "`ADD` has runtime tensor `ids` of type INT32; the GPU delegate takes FLOAT32/FLOAT16"
+    ]
+
+
+def test_gpu108_rank_5() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 16])
+        return g.op(
+            "RESHAPE", [x, g.const("shape", np.array([1, 8, 8, 4, 4], np.int32))], [1, 8, 8, 4, 4], out_name="grouped"
+        )
+
+    assert messages(lint(single(build)), "GPU108") == [
+        "`RESHAPE` has tensor `grouped` of rank 5; the GPU delegate handles rank 4 at most"
+    ]
+
+
+def two_gpu_partitions(g: SubgraphBuilder) -> int:
+    """conv -> REVERSE_V2 (no GPU parser) -> conv -> conv: the second GPU partition is larger."""
+    x = g.input("x", [1, 8, 8, 4])
+    a = conv(g, x, 4, 4)
+    cut = g.op("REVERSE_V2", [a, g.const("axis", np.array([3], np.int32))], [1, 8, 8, 4], out_name="cut")
+    b = conv(g, cut, 4, 4)
+    return conv(g, b, 4, 4)
+
+
+def test_gpu109_outside_delegated_partition_gpu601_split() -> None:
+    findings = lint(single(two_gpu_partitions))
+    assert messages(findings, "GPU109") == [
+        "`CONV_2D` is supported but lies outside the delegated partition and runs on the CPU"
+    ]
+    assert [f.op_index for f in findings if f.code == "GPU109"] == [0]
+    assert messages(findings, "GPU601") == [
+        "subgraph 0 splits into 2 GPU and 1 CPU partitions with 2 CPU<->GPU transfers"
+    ]
+
+
+def test_gpu201_init_failure() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 4, 8])
+        w = g.const("w", np.zeros((2, 8, 8), np.float32))
+        return g.op("BATCH_MATMUL", [x, w], [1, 4, 8])
+
+    assert messages(lint(single(build)), "GPU201") == [
+        "`BATCH_MATMUL` is accepted at partition time but the delegate fails to initialize on it: "
+        "Not supported batched mat mul case"
+    ]
+
+
+def test_gpu301_channels_gpu302_rgb_input() -> None:
+    findings = lint(single(lambda g: conv(g, g.input("image", [1, 8, 8, 3]), 3, 6)))
+    assert messages(findings, "GPU301") == [
+        "`CONV_2D` writes `conv2` (C=6, 1.33x memory): channels not a multiple of 4"
+    ]
+    assert messages(findings, "GPU302") == [
+        "input `image` is [1, 8, 8, 3] with 3 channels; feed RGBA (4 channels) to avoid a conversion copy"
+    ]
+
+
+def test_gpu401_reshuffle() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        return g.op("SPACE_TO_DEPTH", [x], [1, 4, 4, 16], options=dict(block_size=2))
+
+    assert messages(lint(single(build)), "GPU401") == [
+        "`SPACE_TO_DEPTH` moves data between space and depth: a full copy on the GPU"
+    ]
+
+
+def atrous(g: SubgraphBuilder) -> int:
+    x = g.input("x", [1, 16, 16, 4])
+    block = g.const("block", np.array([2, 2], np.int32))
+    s = g.op("SPACE_TO_BATCH_ND", [x, block, g.const("pad", np.array([[2, 2], [2, 2]], np.int32))], [4, 10, 10, 4])
+    w = g.const("w", np.zeros((4, 3, 3, 4), np.float32))
+    c = g.op("CONV_2D", [s, w, -1], [4, 8, 8, 4], options=dict(padding="VALID", stride_w=1, stride_h=1))
+    return g.op("BATCH_TO_SPACE_ND", [c, block, g.const("crops", np.zeros((2, 2), np.int32))], [1, 16, 16, 4])
+
+
+def test_gpu402_atrous_pattern() -> None:
+    findings = lint(single(atrous))
+    assert messages(findings, "GPU402") == [
+        "`SPACE_TO_BATCH_ND` -> `CONV_2D` -> `BATCH_TO_SPACE_ND` (ops 0, 1, 2) is an atrous conv with dilation 2; "
+        "fold it into one dilated `CONV_2D`"
+    ]
+    assert {f.fix for f in findings if f.code == "GPU402"} == {"fold-atrous"}
+
+
+def test_gpu403_channel_moving_reshape() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 16])
+        return g.op("RESHAPE", [x, g.const("shape", np.array([1, 8, 128], np.int32))], [1, 8, 128])
+
+    assert messages(lint(single(build)), "GPU403") == [
+        "`RESHAPE` changes the channel layout ([1, 8, 8, 16] -> [1, 8, 128]): a full copy on the GPU"
+    ]
+
+
+def test_gpu501_quantized_model_gpu502_int16() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8], "INT8", quant=(0.1, 0))
+        y = g.op("RELU", [x], [1, 8], dtype="INT8", quant=(0.1, 0))
+        z = g.input("z", [1, 8], "INT16", quant=(0.1, 0))
+        g.output(g.op("RELU", [z], [1, 8], dtype="INT16", quant=(0.1, 0)))
+        return y
+
+    findings = lint(single(build))
+    assert messages(findings, "GPU501") == ["2 runtime tensors are INT8: the GPU computes them in float"]
+    assert messages(lint(single(build), quantized=False), "GPU501") == [
+        "2 runtime tensors are INT8: the GPU computes them in float (and with --no-quantized the delegate refuses them)"
+    ]
+    assert messages(findings, "GPU502") == [
+        "2 runtime tensors are INT16 (16x8 quantization): every int16 op variant is above the GPU delegate's versions"
+    ]
+
+
+def test_gpu503_int4_weights() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        w = g.const("w4", b"\x11" * 72, "INT4", shape=[4, 3, 3, 4])
+        return g.op(
+            "CONV_2D", [x, w, -1], [1, 8, 8, 4], version=7, options=dict(padding="SAME", stride_w=1, stride_h=1)
+        )
+
+    findings = lint(single(build))
+    assert messages(findings, "GPU503") == [
+        "`CONV_2D` reads INT4 constant `w4`: int4/int2 weights are above the GPU delegate's versions"
+    ]
+    assert messages(findings, "GPU104") == ["`CONV_2D` v7 is above the GPU delegate's maximum v6"]
+
+
+def test_gpu504_dynamic_shape() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8], shape_signature=[-1, 8])
+        return g.op("RELU", [x], [1, 8])
+
+    assert messages(lint(single(build)), "GPU504") == [
+        "input `x` has a dynamic shape [-1, 8]; the GPU delegate needs static shapes"
+    ]
+
+
+def test_gpu505_control_flow() -> None:
+    mb = ModelBuilder()
+    main, then, other = mb.subgraph("main"), mb.subgraph("then"), mb.subgraph("else")
+    for sg in (then, other):
+        v = sg.input("v", [1, 4])
+        sg.output(sg.op("RELU", [v], [1, 4]))
+    cond = main.input("cond", [], "BOOL")
+    x = main.input("x", [1, 4])
+    main.output(main.op("IF", [cond, x], [1, 4], options=dict(then_subgraph_index=1, else_subgraph_index=2)))
+    assert messages(lint(mb.build()), "GPU505") == [
+        "`IF` runs its subgraphs 1, 2 from the CPU; GPU work inside them is dispatched per call"
+    ]
+
+
+def test_gpu602_not_worth_delegating() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8])
+        a = g.op("REVERSE_V2", [x, g.const("axis", np.array([1], np.int32))], [1, 8])
+        return g.op("TOPK_V2", [a, g.const("k", np.array(2, np.int32))], shapes=[[1, 2], [1, 2]])[0]
+
+    assert messages(lint(single(build)), "GPU602") == ["subgraph 0: none of its 2 ops can run on the GPU"]
+
+
+def test_every_rule_has_a_message_test() -> None:
+    tested = {
+        word.upper()
+        for name in globals()
+        if name.startswith("test_gpu")
+        for word in name.split("_")
+        if word.startswith("gpu")
+    }
+    assert set(pack.builtin_rules()) <= tested
+
+
+@pytest.mark.parametrize("code", sorted(pack.builtin_rules()))
+def test_rule_entries_are_complete(code: str) -> None:
+    rule = pack.builtin_rules()[code]
+    assert rule.summary and rule.rationale and rule.references, code
+    if rule.fix_pass:
+        assert rule.fix_safety in ("safe", "unsafe")
