@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tflite
 
 from gpulint.model import schema
 from gpulint.model.ir import (
@@ -314,9 +313,9 @@ class _Reader:
 
     def quantization(self, d: dict[str, Any]) -> Quantization:
         custom = None
-        if d["details_type"] == tflite.QuantizationDetails.CustomQuantization and d["details"] is not None:
+        if d["details_type"] == _DETAILS["CustomQuantization"] and d["details"] is not None:
             custom = bytes(self.table(d["details"], "CustomQuantization")["custom"] or b"")
-        elif d["details_type"] != tflite.QuantizationDetails.NONE:
+        elif d["details_type"] != _DETAILS["NONE"]:
             self.unknown.append(
                 f"{self.where}: quantization details type {d['details_type']} is not in the installed schema"
             )
@@ -394,6 +393,7 @@ def _enum_fields(table: str) -> tuple[tuple[str, str], ...]:
     return tuple((f.name, e) for f in schema.fields(table) if (e := schema.enum_of(table, f)))
 
 
+_DETAILS = schema.enum_members("QuantizationDetails")
 _INDEX_DTYPES = {"Int32Vector": "<i4", "Uint16Vector": "<u2", "Uint8Vector": "u1"}
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
+import importlib.util
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 import flatbuffers.number_types as nt
@@ -44,7 +45,26 @@ class Field:
 
 
 def module(name: str) -> ModuleType:
+    """The generated module (imports the whole `tflite` package: only the writer needs this)."""
     return importlib.import_module(f"tflite.{name}")
+
+
+@cache
+def _package_dir() -> Path:
+    spec = importlib.util.find_spec("tflite")  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the `tflite` package is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@cache
+def source(name: str) -> str:
+    """A generated module's source text. Reading needs only this: the package's __init__
+    imports all ~190 modules, which would cost every `gpulint` process ~50 ms."""
+    try:
+        return (_package_dir() / f"{name}.py").read_text("utf-8")
+    except FileNotFoundError:
+        raise KeyError(f"the installed tflite schema has no {name}") from None
 
 
 def table_class(name: str) -> type:
@@ -64,6 +84,7 @@ _ADD = re.compile(
     r"\s+builder\.Prepend(?P<kind>\w+)Slot\((?P<slot>\d+), .*, (?P<default>[^,]+)\)$",
     re.MULTILINE,
 )
+_MEMBER = re.compile(r"^    (\w+) = (-?\d+)$", re.MULTILINE)
 _FLAGS = re.compile(r"flatbuffers\.number_types\.(\w+)Flags")
 _IMPORT = re.compile(r"from tflite\.(\w+) import")
 
@@ -76,7 +97,7 @@ def _accessor_source(src: str, table: str, camel: str) -> str:
 @cache
 def fields(table: str) -> tuple[Field, ...]:
     """The fields of a generated table, in slot order."""
-    src = inspect.getsource(module(table))
+    src = source(table)
     out = []
     for m in _ADD.finditer(src):
         if m.group("table") != table:
@@ -113,7 +134,7 @@ def fields(table: str) -> tuple[Field, ...]:
 @cache
 def field_count(table: str) -> int:
     """How many vtable slots the installed schema knows for a table (deprecated ones too)."""
-    src = inspect.getsource(module(table))
+    src = source(table)
     m = re.search(rf"def {table}Start\(builder\):\n\s+builder\.StartObject\((\d+)\)", src)
     if not m:
         raise RuntimeError(f"tflite.{table}: no {table}Start")
@@ -122,8 +143,7 @@ def field_count(table: str) -> int:
 
 @cache
 def enum_members(enum: str) -> dict[str, int]:
-    cls = table_class(enum)
-    return {k: v for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
+    return {m.group(1): int(m.group(2)) for m in _MEMBER.finditer(source(enum))}
 
 
 @cache

@@ -17,7 +17,6 @@ from typing import Any
 
 import flatbuffers
 import numpy as np
-import tflite
 
 from gpulint.atomic import write_atomic
 from gpulint.model import schema
@@ -90,7 +89,7 @@ def serialize(
 
 def _place_external(model: Model, head: bytearray) -> list[bytes | memoryview]:
     """Lay the constants out after the flatbuffer and patch each Buffer.offset to its place."""
-    fb = tflite.Model.GetRootAs(head, 0)
+    fb = schema.table_class("Model").GetRootAs(head, 0)  # type: ignore[attr-defined]
     tail: list[bytes | memoryview] = []
     pos = len(head)
     for i, buf in enumerate(model.buffers):
@@ -263,7 +262,9 @@ class _Writer:
                 "max": q.max,
                 "scale": q.scale,
                 "zero_point": q.zero_point,
-                "details_type": tflite.QuantizationDetails.CustomQuantization if details is not None else None,
+                "details_type": schema.enum_members("QuantizationDetails")["CustomQuantization"]
+                if details is not None
+                else None,
                 "details": details,
                 "quantized_dimension": q.quantized_dimension,
             },

@@ -38,8 +38,11 @@ class _Map(dict[str, Any]):
     lines: dict[str, int]
 
 
-class _Loader(yaml.SafeLoader):
-    """yaml.SafeLoader whose mappings carry line numbers."""
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: 5x faster
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc]
+    """yaml's safe loader whose mappings carry line numbers."""
 
 
 def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
