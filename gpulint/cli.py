@@ -231,11 +231,15 @@ def render_rule(rule: Rule) -> str:
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Folder for the demo's outputs.")] = Path("demo-out"),
 ) -> None:
-    """Build the sample model, inspect it, and prove a lossless round trip on LiteRT."""
+    """Build the sample model, inspect and check it, and prove a lossless round trip on LiteRT."""
     import numpy as np
 
+    from gpulint import output as render
     from gpulint import reference
+    from gpulint.atomic import write_atomic
+    from gpulint.check import Settings, check_file
     from gpulint.model import read, write
+    from gpulint.rules.pack import builtin_rules
     from gpulint.sample import sample_model
     from gpulint.summary import render_text, summarize
 
@@ -267,7 +271,16 @@ def demo(
         f" (top class {top}, p={before[0].ravel()[top]:.4f})"
     )
     typer.echo("")
-    typer.echo(f"outputs in {out}/: sample.tflite, sample.inspect.json, sample.roundtrip.tflite")
+    typer.echo("gpulint check (classic GPU delegate):")
+    result = check_file(str(sample), Settings())
+    typer.echo(render.render_text([result]))
+    write_atomic(out / "sample.check.json", [render.render_json([result], "classic", True).encode() + b"\n"])
+    write_atomic(out / "sample.sarif", [render.render_sarif([result], builtin_rules()).encode() + b"\n"])
+    typer.echo("")
+    typer.echo(
+        f"outputs in {out}/: sample.tflite, sample.inspect.json, sample.roundtrip.tflite, "
+        "sample.check.json, sample.sarif"
+    )
     if not (equal and identical):
         raise typer.Exit(EXIT_FINDINGS)
 
