@@ -107,8 +107,9 @@ class Linter:
         self.quantized = quantized
         self.rules = rules or pack.builtin_rules()
         all_targets = targets or pack.load_targets()
-        mp = all_targets.get("mediapipe")
-        self.mediapipe_only = set(mp.custom_ops) - set(target.custom_ops) if mp is not None else set()
+        mp, classic = all_targets.get("mediapipe"), all_targets.get("classic")
+        added = set(mp.custom_ops) - set(classic.custom_ops) if mp is not None and classic is not None else set()
+        self.mediapipe_only = added - set(target.custom_ops)  # for GPU103 rather than GPU102
 
     # -- one op ---------------------------------------------------------------------------------
 
