@@ -1,0 +1,59 @@
+"""Rewrite passes: one module per pass, each declaring whether it is safe.
+
+A pass changes the IR in place and returns a PassResult: one line per change it made (none
+when it found nothing to do, so the pipeline can run passes to a fixed point) and one per
+candidate it left alone, with the reason. Safe passes keep the model's interface and its outputs within fp32 rounding;
+unsafe ones change the interface or the precision and run only with --unsafe-fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpulint.model.ir import Model
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    keep_fp16: bool = False
+
+
+@dataclass
+class PassResult:
+    changes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    safe: bool
+    summary: str
+    run: Callable[[Model, PassOptions], PassResult]
+
+
+def registry() -> dict[str, Pass]:
+    """Every pass, in the order the pipeline runs them."""
+    from gpulint.passes import (
+        densify_constants,
+        dequantize_constants,
+        fold_atrous,
+        fuse_activations,
+        pad_channels,
+        quantized_to_float,
+        remove_identity,
+        rgba_input,
+    )
+
+    passes = [
+        densify_constants.PASS,
+        dequantize_constants.PASS,
+        remove_identity.PASS,
+        fold_atrous.PASS,
+        fuse_activations.PASS,
+        pad_channels.PASS,
+        rgba_input.PASS,
+        quantized_to_float.PASS,
+    ]
+    return {p.name: p for p in passes}
