@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: f
 
 
 def run_models(
-    model_paths: list[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float = 300
+    model_paths: Sequence[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float = 300
 ) -> list[list[np.ndarray]]:
     """Run several models on the same inputs in one child process (one interpreter start)."""
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
