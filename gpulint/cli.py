@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -14,6 +15,8 @@ import typer
 from gpulint import __version__
 
 if TYPE_CHECKING:
+    from gpulint.fix import FixReport
+    from gpulint.model import Model
     from gpulint.rules.pack import Rule
 
 app = typer.Typer(
@@ -224,6 +227,96 @@ def render_rule(rule: Rule) -> str:
     lines += ["", "Fix"]
     lines.append(f"  gpulint fix --passes {rule.fix_pass} ({rule.fix_safety})" if rule.fix_pass else "  none automatic")
     lines += ["", "Source"] + [f"  {ref}" for ref in rule.references]
+    return "\n".join(lines)
+
+
+@app.command()
+def fix(
+    path: Annotated[str, typer.Argument(help="The .tflite model to rewrite.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write the rewritten model.")] = None,
+    passes: Annotated[list[str] | None, typer.Option(help="Only these passes (comma-separated).")] = None,
+    unsafe_fixes: Annotated[bool, typer.Option(help="Also run passes that change the interface or precision.")] = False,
+    keep_fp16: Annotated[
+        bool, typer.Option(help="Leave fp16 weights behind DEQUANTIZE (the delegate folds them).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="Say what would change; write nothing.")] = False,
+    diff: Annotated[bool, typer.Option(help="Show ops, tensors and check findings before and after.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing output, or the input itself.")] = False,
+    verify: Annotated[bool, typer.Option(help="Prove each pass on the LiteRT CPU interpreter.")] = True,
+) -> None:
+    """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
+    from gpulint.fix import FixError, fix_model, select_passes
+    from gpulint.model import ModelError, read, write
+    from gpulint.passes import PassOptions
+
+    if output is None and not dry_run:
+        fail(None, "give --output FILE (or --dry-run)")
+    if output is not None and not dry_run:
+        if output.exists() and not force:
+            same = Path(path).exists() and output.resolve() == Path(path).resolve()
+            fail(
+                output,
+                "is the input model; add --force to overwrite it" if same else "exists; add --force to overwrite it",
+            )
+        if output.is_dir():
+            fail(output, "is a directory")
+    try:
+        model = read(path)
+        chosen = select_passes(_split(passes), unsafe_fixes)
+        fixed, report = fix_model(Path(path), model, chosen, PassOptions(keep_fp16=keep_fp16), verify=verify)
+    except ModelError as e:
+        fail(path, str(e))
+    except FixError as e:
+        fail(path, str(e))
+
+    for applied in report.applied:
+        for change in applied.changes:
+            typer.echo(f"{path}: {applied.name}: {change}")
+    for line in report.rejected:
+        typer.echo(f"{path}: {line}")
+    for line in report.skipped:
+        typer.echo(f"{path}: left alone by {line}")
+    if not unsafe_fixes and not passes:
+        from gpulint.fix import clone
+        from gpulint.passes import registry
+
+        hidden = [p.name for p in registry().values() if not p.safe and p.run(clone(fixed), PassOptions()).changes]
+        if hidden:
+            typer.echo(f"{path}: {len(hidden)} unsafe pass(es) would apply: {', '.join(hidden)} (--unsafe-fixes)")
+    if diff:
+        typer.echo(_fix_diff(model, fixed, report))
+    if report.verified and report.applied:
+        errs = ", ".join(f"{e:.3g}" for e in report.max_error)
+        typer.echo(f"{path}: verified on the LiteRT CPU interpreter: max abs error per output {errs}")
+    if not report.applied:
+        typer.echo(f"{path}: nothing to change")
+    if dry_run or output is None:
+        return
+    try:
+        write(fixed, output, allow_loss=False)
+    except (OSError, ValueError) as e:
+        fail(output, getattr(e, "strerror", None) or str(e))
+    typer.echo(f"{path}: wrote {output}")
+
+
+def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
+    from gpulint.rules import pack
+    from gpulint.rules.engine import Linter
+
+    lines = ["ops:"]
+    for op in sorted(set(report.ops_before) | set(report.ops_after)):
+        a, b = report.ops_before[op], report.ops_after[op]
+        if a != b:
+            lines.append(f"  {op:<24} {a:>4} -> {b}")
+    lines.append(f"tensors: {report.tensors_before} -> {report.tensors_after}")
+    size = [sum(len(buf.data) for buf in m.buffers) for m in (before, after)]
+    lines.append(f"constant bytes: {size[0]:,} -> {size[1]:,}")
+    targets = pack.load_targets()
+    linter = Linter(targets["classic"], targets=targets)
+    found = [Counter(f.code for f in linter.lint(m).findings) for m in (before, after)]
+    gone, new = found[0] - found[1], found[1] - found[0]
+    lines.append("check findings gone: " + (", ".join(f"{c} x{n}" for c, n in sorted(gone.items())) or "none"))
+    lines.append("check findings new: " + (", ".join(f"{c} x{n}" for c, n in sorted(new.items())) or "none"))
     return "\n".join(lines)
 
 

@@ -33,6 +33,7 @@ def run(model: Model, options: PassOptions) -> PassResult:
             for i, t in enumerate(sg.tensors)
             if t.type in QUANT_TYPES and not len(model.buffers[t.buffer].data) and t.quantization
         }
+        runtime -= _edges(model, sg)
         if not runtime:
             continue
         if any(
@@ -98,6 +99,24 @@ def run(model: Model, options: PassOptions) -> PassResult:
     if result.changes:
         prune(model)
     return result
+
+
+def _edges(model: Model, sg: Subgraph) -> set[int]:
+    """Quantized interface tensors already converted at the edge (read only by DEQUANTIZE, or
+    written by a QUANTIZE of a float tensor): what a second run of the pass must leave alone."""
+    readers: dict[int, set[str]] = {}
+    writer: dict[int, tuple[str, list[int]]] = {}
+    for op in sg.operators:
+        for t in op.inputs:
+            readers.setdefault(t, set()).add(model.op_name(op))
+        for t in op.outputs:
+            writer[t] = (model.op_name(op), op.inputs)
+    done = {t for t in sg.inputs if readers.get(t) == {"DEQUANTIZE"}}
+    for t in sg.outputs:
+        name, inputs = writer.get(t, ("", []))
+        if name == "QUANTIZE" and all(i >= 0 and sg.tensors[i].type == "FLOAT32" for i in inputs):
+            done.add(t)
+    return done
 
 
 def _rename(sg: Subgraph, t: int) -> int:
