@@ -53,8 +53,10 @@ def lint_table(corpus: Path, repeat: int) -> None:
             Interpreter(model_path=str(p)).allocate_tensors()
 
         ref = median_time(prepare, repeat)
-        print(f"| {path.name} | {ops} | {ours * 1e3:.1f} | {ours * 1e3 * 300 / ops:.1f} | {ref * 1e3:.1f} | "
-              f"{ours / ref:.2f} |")
+        print(
+            f"| {path.name} | {ops} | {ours * 1e3:.1f} | {ours * 1e3 * 300 / ops:.1f} | {ref * 1e3:.1f} | "
+            f"{ours / ref:.2f} |"
+        )
 
 
 def process_times(corpus: Path) -> None:
@@ -75,8 +77,12 @@ def process_times(corpus: Path) -> None:
     every = wall([gpulint, "check", "--exit-zero", "--jobs", "2", str(corpus)], 3)
     serial = wall([gpulint, "check", "--exit-zero", str(corpus)], 3)
     print("\n## Whole processes\n")
-    print(f"- `gpulint check {biggest.name}`: {one * 1e3:.0f} ms (median of 10; bare `python -c pass`: {base * 1e3:.0f} ms)")
-    print(f"- `gpulint check --jobs 2` on all {len(files)} corpus files: {every:.2f} s (median of 3; --jobs 1: {serial:.2f} s)")
+    print(
+        f"- `gpulint check {biggest.name}`: {one * 1e3:.0f} ms (median of 10; bare `python -c pass`: {base * 1e3:.0f} ms)"
+    )
+    print(
+        f"- `gpulint check --jobs 2` on all {len(files)} corpus files: {every:.2f} s (median of 3; --jobs 1: {serial:.2f} s)"
+    )
 
 
 def main() -> None:

@@ -248,7 +248,7 @@ def test_user_rule_pack(models: Path) -> None:
     write(mb.build(), models / "vendor.tflite")
     pack = models / "vendor.yaml"
     pack.write_text(
-        "target: vendor\nbase: classic\ncustom_ops:\n  MyVendorOp:\n    checks: [{runtime_inputs: {count: 1}}]\n"
+        "target: vendor\nbase: classic\ncustom_ops:\n  MyVendorOp:\n    checks: [{inputs_outputs: {runtime: 1}}]\n"
     )
     assert run(str(models / "vendor.tflite"))[0] == 1
     assert run(str(models / "vendor.tflite"), "--rules", str(pack))[0] == 0

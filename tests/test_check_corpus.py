@@ -65,8 +65,9 @@ def test_deeplab_reports_the_atrous_pattern_and_its_partitions(name: str) -> Non
     assert r.verdict == "not-worth-it"
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v1_025_224_int8.tflite", "odd_channels_56_int8.tflite",
-                                  "pixel_shuffle_64_int8.tflite"])
+@pytest.mark.parametrize(
+    "name", ["mobilenet_v1_025_224_int8.tflite", "odd_channels_56_int8.tflite", "pixel_shuffle_64_int8.tflite"]
+)
 def test_int8_models_follow_the_quantized_flag(name: str) -> None:
     on = check_file(str(corpus_file(name)), Settings(quantized=True))
     off = check_file(str(corpus_file(name)), Settings(quantized=False))

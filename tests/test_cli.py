@@ -101,7 +101,11 @@ def test_demo(tmp_path: Path) -> None:
     assert "round trip (read -> write -> read): equal" in result.stdout
     assert "LiteRT CPU interpreter, original vs rewritten: bit-identical" in result.stdout
     assert sorted(p.name for p in out.iterdir()) == [
-        "sample.check.json", "sample.inspect.json", "sample.roundtrip.tflite", "sample.sarif", "sample.tflite"
+        "sample.check.json",
+        "sample.inspect.json",
+        "sample.roundtrip.tflite",
+        "sample.sarif",
+        "sample.tflite",
     ]
     assert "verdict: not-worth-it" in result.stdout
     assert json.loads((out / "sample.check.json").read_text())["files"][0]["verdict"] == "not-worth-it"

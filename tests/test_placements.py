@@ -8,6 +8,7 @@ not from gpulint's rule packs. See the file's header for the row format.
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,27 @@ TABLE = Path(__file__).parent / "data" / "placements.yaml"
 ROWS: list[dict[str, Any]] = yaml.safe_load(TABLE.read_text()) if TABLE.exists() else []
 TARGETS = pack.load_targets()
 
-DTYPES = {"f32": "FLOAT32", "f16": "FLOAT16", "i32": "INT32", "i8": "INT8", "u8": "UINT8", "i16": "INT16",
-          "i64": "INT64", "bool": "BOOL", "i4": "INT4"}
-NUMPY = {"FLOAT32": np.float32, "FLOAT16": np.float16, "INT32": np.int32, "INT8": np.int8, "UINT8": np.uint8,
-         "INT16": np.int16, "INT64": np.int64, "BOOL": np.bool_}
+DTYPES = {
+    "f32": "FLOAT32",
+    "f16": "FLOAT16",
+    "i32": "INT32",
+    "i8": "INT8",
+    "u8": "UINT8",
+    "i16": "INT16",
+    "i64": "INT64",
+    "bool": "BOOL",
+    "i4": "INT4",
+}
+NUMPY = {
+    "FLOAT32": np.float32,
+    "FLOAT16": np.float16,
+    "INT32": np.int32,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+    "INT16": np.int16,
+    "INT64": np.int64,
+    "BOOL": np.bool_,
+}
 SPEC = re.compile(r"^(?P<const>const )?(?P<dtype>[a-z0-9]+)\[(?P<dims>[-\d,\s]*)\](?:=(?P<values>.*))?$")
 
 
@@ -50,6 +68,25 @@ def tensor(g: SubgraphBuilder, spec: str, name: str) -> int:
     return g.const(name, arr, dtype, quant=quant, shape=shape)
 
 
+PADDING = {"SAME": 1, "VALID": 2}  # TfLitePadding
+ACTIVATION = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGN_BIT": 5, "SIGMOID": 6}
+
+
+def custom_struct(options: dict[str, Any] | None) -> bytes:
+    """A custom op's parameters as the C struct the delegate reads (TfLitePoolParams or
+    TfLiteTransposeConvParams: padding, stride_width, stride_height, then the pool fields)."""
+    if not options:
+        return b""
+    fields = [PADDING.get(options.get("padding", "SAME"), 0), options.get("stride_w", 0), options.get("stride_h", 0)]
+    if "filter_width" in options or "filter_height" in options:
+        fields += [
+            options.get("filter_width", 0),
+            options.get("filter_height", 0),
+            ACTIVATION[options.get("fused_activation_function", "NONE")],
+        ]
+    return struct.pack(f"<{len(fields)}i", *fields)
+
+
 def build(row: dict[str, Any]) -> Model:
     mb = ModelBuilder()
     g = mb.subgraph("main")
@@ -61,11 +98,19 @@ def build(row: dict[str, Any]) -> Model:
     op = str(row["op"])
     custom = op.startswith("CUSTOM:")
     name = op.removeprefix("CUSTOM:")
-    g.op(name, ins, out=outs, version=int(row.get("version", 1)), options=None if custom else row.get("options"),
-         custom_options=b"" if custom else None)
+    g.op(
+        name,
+        ins,
+        out=outs,
+        version=int(row.get("version", 1)),
+        options=None if custom else row.get("options"),
+        custom_options=custom_struct(row.get("options")) if custom else None,
+    )
     consumer = row.get("consumer")
     if consumer is not None:
-        c_ins = [outs[0] if s == "<this>" else tensor(g, s, f"c_in{i}") for i, s in enumerate(consumer.get("in", ["<this>"]))]
+        c_ins = [
+            outs[0] if s == "<this>" else tensor(g, s, f"c_in{i}") for i, s in enumerate(consumer.get("in", ["<this>"]))
+        ]
         c_out = tensor(g, consumer["out"], "c_out")
         g.op(consumer["op"], c_ins, out=[c_out], options=consumer.get("options"))
         g.output(c_out)

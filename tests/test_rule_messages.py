@@ -94,7 +94,7 @@ def test_gpu106_op_constraint() -> None:
         return g.op("SOFTMAX", [x], [1, 8, 8, 4], options=dict(beta=2.0))
 
     assert messages(lint(single(build)), "GPU106") == [
-        "`SOFTMAX` is refused by the GPU delegate: Softmax with beta 2 is not supported (only beta == 1)"
+        "`SOFTMAX` is refused by the GPU delegate: Softmax.beta != 1 is not supported."
     ]
 
 

@@ -12,9 +12,11 @@ CPU) or `init_checks:` (accepted at partition time, fails when the delegate init
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
+from gpulint.model import schema
 from gpulint.rules.signature import OpSignature, TensorSpec
 
 Check = Callable[..., str | None]
@@ -29,83 +31,70 @@ def check(fn: Check) -> Check:
 
 
 def _dims(t: TensorSpec) -> str:
-    return "[" + ", ".join(map(str, t.shape)) + "]"
+    return "[" + ",".join(map(str, t.shape)) + "]"
 
 
-def _count(n: int, allowed: int | list[int]) -> bool:
-    return n in allowed if isinstance(allowed, list) else n == allowed
+# -- input/output counts (compat CheckInputsOutputs / CheckInputsConstsOutputs) ---------------
 
 
-# -- input/output counts ---------------------------------------------------------------------
-
-
-@check
-def runtime_inputs(sig: OpSignature, count: int | list[int]) -> str | None:
-    """compat CheckInputsOutputs / CheckInputsConstsOutputs."""
+def _runtime_outputs(sig: OpSignature, runtime: int, outputs: int) -> str | None:
     n = len(sig.runtime_inputs)
-    if not _count(n, count):
-        return f"Expected {_plural(count)} runtime input tensor(s), but node has {n} runtime input(s)."
+    if n != runtime:
+        return f"Expected {runtime} runtime input tensor(s), but node has {n} runtime input(s)."
+    if len(sig.outputs) != outputs:
+        return f"Expected {outputs} output tensor(s), but node has {len(sig.outputs)} output(s)."
     return None
 
 
 @check
-def const_inputs(sig: OpSignature, count: int | list[int]) -> str | None:
+def inputs_outputs(sig: OpSignature, runtime: int, outputs: int = 1) -> str | None:
+    """compat CheckInputsOutputs: runtime inputs, then outputs."""
+    return _runtime_outputs(sig, runtime, outputs)
+
+
+@check
+def inputs_consts_outputs(sig: OpSignature, runtime: int, consts: int, outputs: int = 1) -> str | None:
+    """compat CheckInputsConstsOutputs: constant inputs first, then as CheckInputsOutputs."""
     n = len(sig.const_inputs)
-    if not _count(n, count):
-        return f"Expected {_plural(count)} const input tensor(s), but node has {n} const input(s)."
-    return None
+    if n != consts:
+        return f"Expected {consts} const input tensor(s), but node has {n} const input(s)."
+    return _runtime_outputs(sig, runtime, outputs)
 
 
 @check
-def inputs(sig: OpSignature, count: int | list[int]) -> str | None:
-    n = len(sig.present_inputs)
-    if not _count(n, count):
-        return f"Expected {_plural(count)} input tensor(s), but node has {n}."
-    return None
+def input_count(sig: OpSignature, count: int, message: str) -> str | None:
+    """A check on the number of inputs (omitted ones included, as op_sig.inputs.size())."""
+    return None if len(sig.inputs) == count else message.format(n=len(sig.inputs))
 
 
 @check
-def min_inputs(sig: OpSignature, count: int) -> str | None:
-    n = len(sig.present_inputs)
-    return None if n >= count else f"Expected at least {count} input tensors, but node has {n}."
-
-
-@check
-def outputs(sig: OpSignature, count: int | list[int]) -> str | None:
-    n = len(sig.outputs)
-    if not _count(n, count):
-        return f"Expected {_plural(count)} output tensor(s), but node has {n} output(s)."
-    return None
-
-
-def _plural(count: int | list[int]) -> str:
-    return " or ".join(map(str, count)) if isinstance(count, list) else str(count)
+def min_inputs(sig: OpSignature, count: int, message: str) -> str | None:
+    return None if len(sig.inputs) >= count else message.format(n=len(sig.inputs))
 
 
 @check
 def builtin_options_required(sig: OpSignature) -> str | None:
-    return None if sig.has_options else "missing builtin options"
+    return None if sig.has_options else "Unable to retrieve builtin_data."
 
 
 @check
 def one_or_two_operands(sig: OpSignature) -> str | None:
-    """compat 1167-1210: 2 runtime inputs, or 1 runtime + 1 constant; 1 output."""
-    rt, const = len(sig.runtime_inputs), len(sig.const_inputs)
-    if len(sig.outputs) != 1 or not ((rt == 2 and const == 0) or (rt == 1 and const == 1)):
-        return "Op can only handle 1 or 2 operand(s)."
-    return None
+    """compat: CheckInputsConstsOutputs(2 runtime, 0 const, 1) or (1 runtime, 1 const, 1)."""
+    if inputs_consts_outputs(sig, 2, 0) is None or inputs_consts_outputs(sig, 1, 1) is None:
+        return None
+    return "Op can only handle 1 or 2 operand(s)."
 
 
 @check
 def conv_inputs_outputs(sig: OpSignature) -> str | None:
-    """compat CheckConvolutionInputOutput 171-188."""
+    """compat CheckConvoultionInputOutput."""
     rt = len(sig.runtime_inputs)
     if rt > 2:
         return f"Expected 1 or 2 input tensor(s), but node has {rt} runtime inputs."
     if len(sig.outputs) != 1:
-        return f"Expected 1 output tensor(s), but node has {len(sig.outputs)} output(s)."
-    if rt == 1 and sig.input(1) is None:
-        return "Expected weights as the second input."
+        return f"Expected 1 output tensor(s), but node has {len(sig.outputs)} runtime outputs."
+    if rt == 1 and len(sig.inputs) < 2:
+        return f"Requested index goes beyond array size: 1 vs {len(sig.inputs)}"
     return None
 
 
@@ -114,28 +103,47 @@ def conv_inputs_outputs(sig: OpSignature) -> str | None:
 
 @check
 def activation(sig: OpSignature) -> str | None:
-    """compat IsActivationSupported 83-99."""
+    """compat IsActivationSupported: NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGMOID."""
     act = sig.options.get("fused_activation_function", "NONE")
-    if act in ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID"):
-        return None
-    if act == "SIGN_BIT":
-        return "TfLiteFusedActivation.kTfLiteActSignBit"
-    return f"Unsupported fused activation {act}"
+    return "TfLiteFusedActivation.kTfLiteActSignBit" if act == "SIGN_BIT" else None
 
 
 @check
-def positive(sig: OpSignature, fields: list[str]) -> str | None:
-    """compat CheckStrides / CheckDilation / CheckKernels 190-230: each must be > 0."""
-    for f in fields:
-        if sig.options.get(f, 0) <= 0:
-            return f"Incorrect {f}: {sig.options.get(f, 0)} (must be > 0)"
-    return None
+def fused_activation(sig: OpSignature) -> str | None:
+    """builder MaybeFuseActivation, for ops whose compat check skips the activation (ADD,
+    CONCATENATION, FULLY_CONNECTED): an unsupported one fails when the graph is built."""
+    act = sig.options.get("fused_activation_function", "NONE")
+    return (
+        "Unsupported fused activation"
+        if act not in ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID")
+        else None
+    )
+
+
+def _values(sig: OpSignature, fields: tuple[str, str], params: dict[str, int] | None) -> tuple[int, int]:
+    src = params if params is not None else sig.options
+    return int(src.get(fields[0], 0)), int(src.get(fields[1], 0))
 
 
 @check
-def option_equals(sig: OpSignature, field: str, value: Any, message: str) -> str | None:
-    actual = sig.options.get(field)
-    return None if actual == value else message.format(actual=actual)
+def strides(sig: OpSignature, custom: str | None = None) -> str | None:
+    """compat CheckStrides."""
+    h, w = _values(sig, ("stride_h", "stride_w"), custom_params(sig, custom) if custom else None)
+    return f"Incorrect stride values: stride_height = {h}, stride_width = {w}" if h <= 0 or w <= 0 else None
+
+
+@check
+def dilations(sig: OpSignature) -> str | None:
+    """compat CheckDilation."""
+    h, w = _values(sig, ("dilation_h_factor", "dilation_w_factor"), None)
+    return f"Incorrect dilation values: dilation_height = {h}, dilation_width = {w}" if h <= 0 or w <= 0 else None
+
+
+@check
+def kernels(sig: OpSignature, custom: str | None = None) -> str | None:
+    """compat CheckKernels."""
+    h, w = _values(sig, ("filter_height", "filter_width"), custom_params(sig, custom) if custom else None)
+    return f"Incorrect kernel values: kernel_height = {h}, kernel_width = {w}" if h <= 0 or w <= 0 else None
 
 
 @check
@@ -143,24 +151,53 @@ def option_not(sig: OpSignature, field: str, value: Any, message: str) -> str | 
     return message if sig.options.get(field) == value else None
 
 
-# -- constant operands --------------------------------------------------------------------------
+# Custom ops carry their parameters as a raw C struct in custom_options (custom_initial_data).
+# TfLiteTransposeConvParams {padding, stride_width, stride_height, ...};
+# TfLitePoolParams {padding, stride_width, stride_height, filter_width, filter_height, activation, ...}.
+CUSTOM_STRUCTS = {
+    "transpose_conv": ("padding", "stride_w", "stride_h"),
+    "pool": ("padding", "stride_w", "stride_h", "filter_width", "filter_height", "activation"),
+}
+
+
+def custom_params(sig: OpSignature, kind: str | None) -> dict[str, int] | None:
+    data = sig.operator.custom_options
+    fields = CUSTOM_STRUCTS.get(kind or "", ())
+    if data is None or not fields or len(data) < 4 * len(fields):
+        return None
+    values = struct.unpack_from(f"<{len(fields)}i", bytes(data[: 4 * len(fields)]))
+    return dict(zip(fields, values, strict=True))
 
 
 @check
-def const_input(sig: OpSignature, index: int, what: str, dtype: str | None = None) -> str | None:
-    """An operand the delegate reads at build time (axes, paddings, sizes, perm, ...)."""
-    t = sig.input(index)
-    if t is None or not t.is_const:
-        return f"{sig.op} is only supported with constant {what}."
-    if dtype is not None and t.dtype != dtype:
-        return f"{what} must be {dtype}, not {t.dtype}"
-    return None
+def custom_data(sig: OpSignature, kind: str) -> str | None:
+    """compat RetrieveCustomInitialData: the custom op's parameter struct must be there."""
+    return None if custom_params(sig, kind) is not None else "Unable to retrieve custom_initial_data."
+
+
+# -- constant operands --------------------------------------------------------------------------
 
 
 @check
 def axes_const_int32(sig: OpSignature, index: int = 1) -> str | None:
     """compat CheckAxesAreInt32Const."""
-    return const_input(sig, index, "axes", "INT32")
+    t = sig.input(index)
+    if t is None or not t.is_const:
+        return f"{sig.op} is only supported with constant axes."
+    if t.dtype != "INT32":
+        return f"{sig.op} supports int32 tensor for axes. But node has {t.dtype}"
+    return None
+
+
+@check
+def const_input(sig: OpSignature, index: int, what: str, dtype: str | None = None) -> str | None:
+    """An operand the delegate reads as a constant when it builds the graph."""
+    t = sig.input(index)
+    if t is None or not t.is_const:
+        return f"{sig.op} {what} must be a constant tensor"
+    if dtype is not None and t.dtype != dtype:
+        return f"{sig.op} {what} must be {dtype}, not {t.dtype}"
+    return None
 
 
 # -- op families -------------------------------------------------------------------------------
@@ -168,10 +205,10 @@ def axes_const_int32(sig: OpSignature, index: int = 1) -> str | None:
 
 @check
 def add_mul_broadcast(sig: OpSignature) -> str | None:
-    """compat CheckAddMulBroadcastCompatibility 484-529, as the runtime delegate calls it (kStandard)."""
-    if len(sig.present_inputs) < 2:
+    """compat CheckAddMulBroadcastCompatibility, as the runtime delegate calls it (kStandard)."""
+    if len(sig.inputs) < 2:
         return None
-    a, b = sig.present_inputs[0], sig.present_inputs[1]
+    a, b = sig.inputs[0], sig.inputs[1]
     if a.rank <= 1 or b.rank <= 1 or a.rank == b.rank:
         return None
     longer, shorter = (a, b) if a.rank > b.rank else (b, a)
@@ -188,108 +225,122 @@ def add_mul_broadcast(sig: OpSignature) -> str | None:
 
 @check
 def depthwise_shapes(sig: OpSignature) -> str | None:
-    """compat 266-305."""
-    x, w = sig.input(0), sig.input(1)
-    out = sig.outputs[0] if sig.outputs else None
-    if x is None or w is None or out is None:
-        return "Expected input, filter and output"
+    """compat CheckDepthwiseConvGpuDelegateCompatibility, after strides/dilation/activation."""
+    x, w = sig.inputs[0], sig.inputs[1]
+    bias = sig.inputs[2] if len(sig.inputs) > 2 and not sig.inputs[2].omitted else None
+    out = sig.outputs[0]
     for name, t in (("input", x), ("filter", w), ("output", out)):
         if t.rank != 4:
-            return f"{name} rank should be 4, but got {t.rank}"
+            return f"{name}.dims.size != 4"
     if x.shape[0] != out.shape[0]:
-        return f"input batch {x.shape[0]} does not match output batch {out.shape[0]}"
+        return "input.b != output.b"
     if w.shape[3] != out.shape[3]:
-        return f"filter channels {w.shape[3]} do not match output channels {out.shape[3]}"
-    dm = sig.options.get("depth_multiplier", 1)
-    if out.shape[3] != x.shape[3] * dm:
-        return f"output channels {out.shape[3]} != input channels {x.shape[3]} x depth_multiplier {dm}"
-    bias = sig.input(2)
+        return "filter.i != output.c"
+    if out.shape[3] != x.shape[3] * sig.options.get("depth_multiplier", 0):
+        return "output.c != input.c * depth_multiplier"
     if bias is not None and bias.elements != out.shape[3]:
-        return f"bias size {bias.elements} does not match output channels {out.shape[3]}"
+        return "bias.size != output.c"
     return None
 
 
 @check
 def fully_connected(sig: OpSignature) -> str | None:
-    """compat 797-831."""
-    if sig.options.get("weights_format", "DEFAULT") != "DEFAULT":
-        return f"Unsupported weights format {sig.options['weights_format']}"
+    """compat kTfLiteBuiltinFullyConnected."""
+    fmt = sig.options.get("weights_format", "DEFAULT")
+    if fmt != "DEFAULT":
+        code = schema.enum_value("FullyConnectedOptionsWeightsFormat", fmt)
+        return f"Unsupported FullyConnected weights format: {code}"
     if len(sig.runtime_inputs) > 2:
-        return f"FullyConnected doesn't support more than 2 runtime inputs, got {len(sig.runtime_inputs)}."
-    x = sig.input(0)
-    if x is not None and x.is_const:
+        return "FullyConnected doesn't support more than 2 runtime inputs."
+    if sig.inputs and sig.inputs[0].is_const:
         return "FullyConnected doesn't support constant input."
-    if sig.options.get("keep_num_dims") and x is not None and sig.outputs and x.rank != sig.outputs[0].rank:
-        return (
-            f"Input and output dimensions are different and FullyConnected doesn't support keep_num_dims: "
-            f"{x.rank} vs {sig.outputs[0].rank}"
-        )
+    if sig.options.get("keep_num_dims") and sig.inputs[0].rank != sig.outputs[0].rank:
+        return "Input and output dimensions different and FullyConnected doesn't support keep_num_dims."
     return None
 
 
 @check
 def pad(sig: OpSignature) -> str | None:
-    """compat 1103-1133: paddings (and PADV2's constant value) constant, paddings [4,2] or [3,2]."""
-    p = sig.input(1)
-    if p is None or not p.is_const:
-        return "Padding tensor must be constant."
-    if p.shape not in ((4, 2), (3, 2)):
-        return f"Invalid paddings tensor dimension: expected [4, 2] or [3, 2], got {_dims(p)}"
-    if sig.op == "PADV2" and (v := sig.input(2)) is not None and not v.is_const:
-        return "Constant values tensor must be constant."
+    """compat kTfLiteBuiltinPad/Padv2/MirrorPad."""
+    if sig.op == "MIRROR_PAD" and sig.options.get("mode") != "REFLECT":
+        mode = schema.enum_value("MirrorPadMode", sig.options.get("mode", 0))
+        return f"Only Reflective padding is supported for Mirror Pad operation. But node has {mode}"
+    if (why := _runtime_outputs(sig, 1, 1)) is not None:
+        return why
+    if len(sig.inputs) < 2:
+        return f"Requested index goes beyond array size: 1 vs {len(sig.inputs)}"
+    p = sig.inputs[1]
+    if p.rank != 2:
+        return f"Invalid paddings tensor dimension: expected 2 dim, got {p.rank} dim"
+    if p.shape[0] not in (3, 4) or p.shape[1] != 2:
+        return f"Invalid paddings tensor shape: expected 4x2 or 3x2, got {p.shape[0]}x{p.shape[1]}"
+    return None
+
+
+@check
+def resampler_shapes(sig: OpSignature) -> str | None:
+    """builder ResamplerOperationParser::Parse: src and warp batches match, warp has 2+ channels."""
+    src, warp = sig.inputs[0], sig.inputs[1]
+    if src.rank != 4 or warp.rank != 4 or src.shape[0] != warp.shape[0] or warp.shape[3] < 2:
+        return "Resampler: src and warp must be rank 4 with equal batch, and warp must have at least 2 channels"
     return None
 
 
 @check
 def resize(sig: OpSignature) -> str | None:
-    """compat 1063-1083: the size operand is constant; not align_corners with half_pixel_centers."""
+    """compat kTfLiteBuiltinResizeBilinear."""
     if sig.options.get("align_corners") and sig.options.get("half_pixel_centers"):
         return "If half_pixel_centers is True, align_corners must be False."
     return None
 
 
 @check
-def strided_slice_masks(sig: OpSignature) -> str | None:
-    """compat 1009-1034."""
-    for mask in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask"):
-        if sig.options.get(mask, 0):
-            return f"{mask} is not supported (got {sig.options[mask]})"
+def strided_slice(sig: OpSignature) -> str | None:
+    """compat kTfLiteBuiltinStridedSlice."""
+    if sig.options.get("ellipsis_mask", 0):
+        return "Slice does not support ellipsis_mask."
+    if sig.options.get("new_axis_mask", 0):
+        return "Slice does not support new_axis_mask."
+    if sig.options.get("shrink_axis_mask", 0):
+        return "Slice does not support shrink_axis_mask parameter. "
+    if len(sig.inputs) < 4:
+        return "STRIDED_SLICE requires 4 inputs."
+    if sig.inputs[0].rank not in (3, 4):
+        return "STRIDED_SLICE supports for 3 or 4 dimensional tensors only."
     return None
 
 
 @check
-def input_rank(sig: OpSignature, ranks: list[int]) -> str | None:
-    x = sig.input(0)
-    if x is None or x.rank not in ranks:
-        got = "none" if x is None else x.rank
-        return f"Input rank must be {' or '.join(map(str, ranks))}, got {got}"
+def slice_(sig: OpSignature) -> str | None:
+    """compat kTfLiteBuiltinSlice."""
+    if len(sig.inputs) < 3:
+        return f"SLICE requires 3 inputs, but node has {len(sig.inputs)} inputs."
+    rank = sig.inputs[0].rank
+    if rank not in (3, 4):
+        return f"SLICE supports for 3 or 4 dimensional tensors only, but node has {rank} dimensional tensors."
     return None
 
 
 @check
 def softmax_beta(sig: OpSignature) -> str | None:
-    beta = sig.options.get("beta", 0.0)
-    return None if beta == 1.0 else f"Softmax with beta {beta:g} is not supported (only beta == 1)"
+    return None if sig.options.get("beta", 0.0) == 1.0 else "Softmax.beta != 1 is not supported."
 
 
 @check
 def block_size(sig: OpSignature) -> str | None:
-    """compat 684-699, 986-1001."""
+    """compat DEPTH_TO_SPACE / SPACE_TO_DEPTH."""
     bs = sig.options.get("block_size", 0)
     if bs == 1:
-        return f"{sig.op} with block_size = 1 is a no-op."
+        return f"{sig.op} block_size = 1 is a no-op."
     if bs < 1:
-        return f"{sig.op} block_size must be > 1, got {bs}"
+        return f"{sig.op} block_size must be > 1."
     return None
 
 
 @check
 def cast_types(sig: OpSignature) -> str | None:
-    """compat 633-656: BOOL->F16/F32, F16/F32->BOOL, {F32,I32}->{F32,I32}."""
-    x = sig.input(0)
-    if x is None or not sig.outputs:
-        return "Expected 1 input and 1 output"
-    src, dst = x.dtype, sig.outputs[0].dtype
+    """compat kTfLiteBuiltinCast: BOOL->F16/F32, F16/F32->BOOL, {F32,I32}->{F32,I32}."""
+    src, dst = sig.inputs[0].dtype, sig.outputs[0].dtype
     ok = (
         (src == "BOOL" and dst in FLOAT_TYPES)
         or (src in FLOAT_TYPES and dst == "BOOL")
@@ -300,17 +351,14 @@ def cast_types(sig: OpSignature) -> str | None:
 
 @check
 def cast_from_bool(sig: OpSignature) -> str | None:
-    """builder CastOperationParser 378-409: a BOOL input must come from a comparison with one consumer."""
-    x = sig.input(0)
-    if x is None or x.dtype != "BOOL":
+    """builder CastOperationParser::IsSupported: a BOOL input to a float output needs one
+    producer and one reader, and the cast's output exactly one reader (not a model output)."""
+    x = sig.inputs[0] if sig.inputs else None
+    if x is None or x.dtype != "BOOL" or not sig.outputs or sig.outputs[0].dtype not in FLOAT_TYPES:
         return None
-    if sig.outputs and sig.outputs[0].is_graph_output:
-        return "Cast from bool not supported for outputs"
-    if sig.outputs and len(sig.consumers(sig.outputs[0])) != 1:
-        return "Cast from bool needs exactly one consumer of its output"
-    producer = sig.producer(x)
-    if producer is None or producer.op not in COMPARISONS or len(sig.consumers(x)) != 1:
-        return "Cast from bool needs the input produced by a comparison op with a single consumer"
+    out = sig.outputs[0]
+    if sig.producer(x) is None or len(sig.consumers(x)) != 1 or out.is_graph_output or len(sig.consumers(out)) != 1:
+        return "Not supported cast case"
     return None
 
 
@@ -334,101 +382,108 @@ def comparison_consumer(sig: OpSignature) -> str | None:
 
 @check
 def gather(sig: OpSignature) -> str | None:
-    """compat 833-850: 2 runtime inputs or 1 runtime + 1 const; indices 1-D INT32."""
-    rt, const = len(sig.runtime_inputs), len(sig.const_inputs)
-    if not ((rt == 2 and const == 0) or (rt == 1 and const == 1)):
+    """compat kTfLiteBuiltinGather (LiteRT: INT32 data is accepted)."""
+    if one_or_two_operands(sig) is not None:
         return "Op can only handle 1 or 2 operand(s)."
-    idx = sig.input(1)
-    if idx is None or idx.dtype != "INT32":
-        return f"Indices must be INT32, got {idx.dtype if idx else 'none'}"
-    if idx.rank != 1:
-        return f"Only 1-D indices are supported, got rank {idx.rank}"
-    return None
+    if sig.inputs[1].rank != 1:
+        return "Only support 1D indices"
+    return None if sig.inputs[1].dtype == "INT32" else "Only accept INT32 indices"
 
 
 @check
 def one_hot(sig: OpSignature) -> str | None:
-    """compat 324-369."""
-    if len(sig.present_inputs) != 4 or len(sig.outputs) != 1:
+    """compat CheckOneHotGpuDelegateCompatibility."""
+    if len(sig.inputs) != 4 and len(sig.outputs) != 1:
         return "Expects 4 inputs and 1 output"
-    idx, on, off = sig.inputs[0], sig.inputs[2], sig.inputs[3]
+    error = (
+        "Indices must be int32 type, on/off tensors must be constant, scalar, float type, axis must be -1 or last dim"
+    )
+    idx = sig.inputs[0]
     if idx.dtype != "INT32":
-        return "Indices must be int32 type"
-    out = sig.outputs[0]
+        return error
     axis = sig.options.get("axis", -1)
-    if axis != -1 and axis != out.rank - 1:
-        return f"Unsupported axis: {axis}"
-    for i, d in enumerate(out.shape[:-1]):
-        if d != 1 and not (i == 0 and out.rank > 3):
+    if axis != -1 and (not idx.shape or axis != idx.shape[-1]):
+        return error
+    for i in range(idx.rank - 1):
+        if idx.rank > 3 and i == 0:
+            continue
+        if idx.shape[i] != 1:
             return f"Unspported non-singleton dim at {i}"
-    for name, t in (("on", on), ("off", off)):
-        if t.dtype != "FLOAT32" or not t.is_const or t.elements != 1:
-            return f"{name}_value must be a constant FLOAT32 scalar"
+    on, off = sig.inputs[2], sig.inputs[3]
+    if on.dtype != "FLOAT32" or off.dtype != "FLOAT32":
+        return error
+    if not on.is_const or not off.is_const or on.rank > 1 or off.rank > 1:
+        return error
+    if (on.shape and on.shape[0] > 1) or (off.shape and off.shape[0] > 1):
+        return error
     return None
 
 
 @check
 def select(sig: OpSignature) -> str | None:
-    """compat 371-419."""
-    if len(sig.present_inputs) != 3 or len(sig.outputs) != 1:
+    """compat CheckSelectV2GpuDelegateCompatibility."""
+    if len(sig.inputs) != 3 or len(sig.outputs) != 1:
         return "Expected 3 inputs and 1 output"
-    cond, a, b = sig.inputs[0], sig.inputs[1], sig.inputs[2]
-    out = sig.outputs[0]
-    if cond.dtype not in ("BOOL", *FLOAT_TYPES):
-        return f"Condition tensor must be BOOL, FLOAT32 or FLOAT16, got {cond.dtype}"
-    for cd, od in zip(reversed(cond.shape), reversed(out.shape), strict=False):
-        if cd != od and cd != 1:
-            return "Cond tensor must be broadcastable to the output"
+    error = (
+        "Cond must be float or bool type, if, else tensors must be float and either be same the shape as "
+        "output or constant, scalar."
+    )
+    cond, a, b = sig.inputs
+    if cond.dtype not in ("BOOL", *FLOAT_TYPES) or a.dtype not in FLOAT_TYPES or b.dtype not in FLOAT_TYPES:
+        return error
+    out = sig.outputs[0].shape
     for t in (a, b):
-        if t.shape != out.shape and t.elements != 1:
-            return "Input tensors must have the output shape or be a scalar"
-        if t.rank == 2 and not t.is_const:
-            return "2-D if/else tensors must be constant"
+        if t.shape and t.shape != out and (t.rank > 1 or t.shape[0] > 1):
+            return error
     return None
 
 
 @check
 def lstm(sig: OpSignature) -> str | None:
-    """compat 856-904: the FULL kernel, or the BASIC kernel with its fixed shape."""
-    kind = sig.options.get("kernel_type", "FULL")
+    """compat kTfLiteBuiltinLstm: the FULL kernel, or the BASIC kernel with its fixed shape."""
     act = sig.options.get("fused_activation_function", "NONE")
-    if kind == "FULL":
-        if len(sig.inputs) not in (20, 24) or len(sig.outputs) != 1:
-            return (
-                f"LSTM full kernel expects 20 or 24 inputs and 1 output, got {len(sig.inputs)} and {len(sig.outputs)}"
-            )
+    code = schema.enum_value("ActivationFunctionType", act)
+    if sig.options.get("kernel_type", "FULL") == "FULL":
+        if len(sig.inputs) not in (20, 24):
+            return f"Expected 20 or 24 input tensors, but node has {len(sig.inputs)} input(s)."
+        if len(sig.outputs) != 1:
+            return f"Expected 1 output tensor, but node has {len(sig.outputs)} output(s)."
         if act not in ("SIGMOID", "TANH"):
-            return f"LSTM activation {act} is not SIGMOID or TANH"
+            return f"Only sigmoid or tanh activation is supported, but node has {code}"
         return None
-    if len(sig.runtime_inputs) != 3 or len(sig.const_inputs) != 2 or len(sig.outputs) != 4:
-        return "LSTM basic kernel expects 3 runtime inputs, 2 constant inputs and 4 outputs"
+    if (why := inputs_consts_outputs(sig, 3, 2, 4)) is not None:
+        return why
     if act != "TANH":
-        return f"LSTM basic kernel supports only TANH activation, got {act}"
-    if sig.options.get("cell_clip", 0) != 0 or sig.options.get("proj_clip", 0) != 0:
-        return "LSTM basic kernel does not support clipping"
-    if sig.outputs[3].shape and sig.outputs[3].shape[-1] % 4:
-        return f"LSTM basic kernel needs output[3] depth divisible by 4, got {sig.outputs[3].shape[-1]}"
+        return f"Only TANH activation is supported. but node has {code}"
+    if sig.options.get("cell_clip", 0) != 0:
+        return "cell_clip is not supported."
+    if sig.options.get("proj_clip", 0) != 0:
+        return "proj_clip is not supported."
     return None
 
 
 @check
 def cumsum(sig: OpSignature) -> str | None:
-    """compat 307-322."""
-    x = sig.input(0)
-    if x is None or x.dtype not in FLOAT_TYPES or not sig.outputs or sig.outputs[0].dtype != x.dtype:
-        return "CUMSUM input and output must be the same float type"
-    return axes_const_int32(sig, 1)
+    """compat CheckCumsumGpuDelegateCompatibility."""
+    if len(sig.inputs) != 2:
+        return "Expects 2 inputs and 1 output"
+    x, axis = sig.inputs
+    if x.dtype not in FLOAT_TYPES or sig.outputs[0].dtype != x.dtype or axis.dtype != "INT32" or not axis.is_const:
+        return "Input/output must be float type and indices must be constant int32 type"
+    return None
 
 
 @check
 def dequantize_input(sig: OpSignature) -> str | None:
-    x = sig.input(0)
-    return "Unsupported dequantization type." if x is not None and x.dtype == "INT16" else None
+    if len(sig.inputs) != 1 or len(sig.outputs) != 1:
+        return f"Expected 1 input & output each from Dequantize, got: %d, %d{len(sig.inputs)}{len(sig.outputs)}"
+    return "Unsupported dequantization type." if sig.inputs[0].dtype == "INT16" else None
 
 
 @check
-def add_n(sig: OpSignature) -> str | None:
-    return None if len(sig.present_inputs) == 2 else "ADD_N only supports 2 inputs."
+def batch_matmul_io(sig: OpSignature) -> str | None:
+    n, m = len(sig.inputs), len(sig.outputs)
+    return None if n == 2 and m == 1 else f"Expected 2 inputs and 1 output, got: {n} inputs and {m} outputs"
 
 
 # -- checks the delegate makes when it builds the graph (init failures) -------------------------
@@ -478,7 +533,7 @@ def fc_weights_width(sig: OpSignature) -> str | None:
     if x is None or w is None or not x.shape or w.rank != 2:
         return None
     if x.shape[-1] != w.shape[1]:
-        return f"Amount of input channels ({x.shape[-1]}) should match weights width ({w.shape[1]})"
+        return "Amount of input channels should match weights width"
     return None
 
 
@@ -504,9 +559,10 @@ def prelu_alpha(sig: OpSignature) -> str | None:
     if not alpha.is_const:
         return "Alpha tensor must be constant."
     channels = x.shape[-1] if x.shape else 1
-    linear = sum(1 for d in alpha.shape if d != 1) <= 1 and alpha.elements == channels
+    if alpha.rank >= 1 and all(d == 1 for d in alpha.shape[:-1]):  # linear: one value per channel
+        return None if alpha.elements == channels else "Linear alpha shape does not match the number of input channels."
     full = alpha.shape == x.shape[1:] or alpha.shape == x.shape
-    return None if linear or full else "Alpha shape should be linear of size channels or match the input shape."
+    return None if full else "Alpha shape does not match input shape."
 
 
 @check
@@ -547,7 +603,7 @@ def transpose_perm(sig: OpSignature) -> str | None:
     """builder 2767-2815: perm of size 2, 3 or 4."""
     t = sig.input(1)
     if t is None or t.elements not in (2, 3, 4):
-        return f"Permutation for transpose is invalid (size {t.elements if t else 0})"
+        return "Permutation for transpose is invalid."
     return None
 
 

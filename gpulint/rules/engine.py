@@ -121,10 +121,11 @@ class Linter:
             return p
         support = (self.target.custom_ops if sig.is_custom else self.target.ops).get(sig.op)
         if support is None:
+            # Unknown custom ops get UnimplementedOperationParser(name), whose reason is the name.
             if sig.is_custom and sig.op in self.mediapipe_only:
-                return self._cpu(p, "GPU103", "Operation is not supported.", op=sig.op)
+                return self._cpu(p, "GPU103", sig.op, op=sig.op)
             if sig.is_custom:
-                return self._cpu(p, "GPU102", "Operation is not supported.", op=sig.op, target=self.target.name)
+                return self._cpu(p, "GPU102", sig.op, op=sig.op, target=self.target.name)
             return self._cpu(p, "GPU101", "Operation is not supported.", op=sig.op)
         if support.quantized_only and not self.quantized:
             return self._cpu(p, "GPU105", "Operation is not supported.", op=sig.op)
