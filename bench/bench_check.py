@@ -77,12 +77,10 @@ def process_times(corpus: Path) -> None:
     every = wall([gpulint, "check", "--exit-zero", "--jobs", "2", str(corpus)], 3)
     serial = wall([gpulint, "check", "--exit-zero", str(corpus)], 3)
     print("\n## Whole processes\n")
-    print(
-        f"- `gpulint check {biggest.name}`: {one * 1e3:.0f} ms (median of 10; bare `python -c pass`: {base * 1e3:.0f} ms)"
-    )
-    print(
-        f"- `gpulint check --jobs 2` on all {len(files)} corpus files: {every:.2f} s (median of 3; --jobs 1: {serial:.2f} s)"
-    )
+    print(f"- `gpulint check {biggest.name}`: {one * 1e3:.0f} ms (median of 10)")
+    print(f"- bare `python -c pass`: {base * 1e3:.0f} ms")
+    print(f"- `gpulint check --jobs 2` on all {len(files)} corpus files: {every:.2f} s (median of 3)")
+    print(f"- the same with --jobs 1: {serial:.2f} s")
 
 
 def main() -> None:

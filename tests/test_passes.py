@@ -355,7 +355,7 @@ def test_pad_channels_stops_at_concatenation() -> None:
     x = g.input("x", [1, 8, 8, 4])
     a = conv(g, x, 4, 5, 8, name="c5")
     g.output(g.op("CONCATENATION", [a, x], [1, 8, 8, 9], options=dict(axis=3)))
-    after, changes, skipped = apply(mb.build(), "pad-channels")
+    _, changes, skipped = apply(mb.build(), "pad-channels")
     assert changes == []
     assert skipped == [
         "subgraph 0: `c5` keeps 5 channels: CONCATENATION op 1 is not one the pass carries channels through"
@@ -405,7 +405,7 @@ def test_quantized_to_float_keeps_the_interface(tmp_path: Path) -> None:
         )
     )
     before = mb.build()
-    after, changes, _ = apply(before, "quantized-to-float")
+    after, _, _ = apply(before, "quantized-to-float")
     assert ops(after) == ["DEQUANTIZE", "CONV_2D", "AVERAGE_POOL_2D", "QUANTIZE"]
     sg = after.subgraphs[0]
     assert [sg.tensors[t].type for t in sg.inputs + sg.outputs] == ["INT8", "INT8"]
