@@ -1,0 +1,89 @@
+"""`gpulint fix` from the command line: outputs, safety flags, nothing lost on errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.model import read, write
+from gpulint.sample import sample_model
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    return path
+
+
+def ops(path: Path) -> list[str]:
+    m = read(path)
+    return [m.op_name(op) for _, _, op in m.operators()]
+
+
+def test_fix_writes_a_verified_model(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fixed.tflite"
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "fold-atrous: subgraph 0: folded SPACE_TO_BATCH_ND -> CONV_2D -> BATCH_TO_SPACE_ND" in r.stdout
+    assert "verified on the LiteRT CPU interpreter: max abs error per output" in r.stdout
+    assert "1 unsafe pass(es) would apply: rgba-input (--unsafe-fixes)" in r.stdout
+    assert ops(out) == ["CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"]
+    check = runner.invoke(app, ["check", str(out), "--format", "json"])
+    assert check.exit_code == 0  # no errors left: the atrous pattern and its CPU partitions are gone
+
+
+def test_diff_and_dry_run(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fixed.tflite"
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--dry-run", "--diff"])
+    assert r.exit_code == 0 and not out.exists()
+    assert f"  {'SPACE_TO_BATCH_ND':<24} {1:>4} -> 0" in r.stdout.splitlines()
+    assert "check findings gone: GPU101 x2, GPU109 x3, GPU301 x1, GPU402 x1, GPU601 x1, GPU602 x1" in r.stdout
+
+
+def test_passes_and_unsafe_fixes(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o.tflite"
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--passes", "dequantize-constants"])
+    assert r.exit_code == 0
+    assert ops(out)[:2] == ["CONV_2D", "DEPTHWISE_CONV_2D"] and "SPACE_TO_BATCH_ND" in ops(out)
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--passes", "rgba-input"])
+    assert r.exit_code == 2 and "rgba-input changes the interface or precision; add --unsafe-fixes" in r.stderr
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--unsafe-fixes"])
+    assert r.exit_code == 0
+    sg = read(out).subgraphs[0]
+    assert sg.tensors[sg.inputs[0]].shape == [1, 64, 64, 4]
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--passes", "nope"])
+    assert r.exit_code == 2 and "unknown pass nope" in r.stderr
+
+
+def test_keep_fp16(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o.tflite"
+    assert runner.invoke(app, ["fix", str(sample), "-o", str(out), "--keep-fp16"]).exit_code == 0
+    assert ops(out)[0] == "DEQUANTIZE"
+
+
+def test_output_safety(sample: Path, tmp_path: Path) -> None:
+    original = sample.read_bytes()
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(sample)])
+    assert r.exit_code == 2 and r.stderr.strip() == (
+        f"gpulint: error: {sample}: is the input model; add --force to overwrite it")
+    assert sample.read_bytes() == original
+    other = tmp_path / "exists.tflite"
+    other.write_bytes(b"keep me")
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(other)])
+    assert r.exit_code == 2 and "exists; add --force" in r.stderr and other.read_bytes() == b"keep me"
+    r = runner.invoke(app, ["fix", str(sample)])
+    assert r.exit_code == 2 and "give --output FILE (or --dry-run)" in r.stderr
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"nonsense" * 10)
+    r = runner.invoke(app, ["fix", str(bad), "-o", str(tmp_path / "never.tflite")])
+    assert r.exit_code == 2 and not (tmp_path / "never.tflite").exists()
+    assert r.stderr.startswith(f"gpulint: error: {bad}: not a TFLite model")
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(sample), "--force"])
+    assert r.exit_code == 0 and "SPACE_TO_BATCH_ND" not in ops(sample)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
