@@ -33,6 +33,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_read.py
 	$(BIN)/python bench/bench_check.py
+	$(BIN)/python bench/bench_fix.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache

@@ -242,7 +242,9 @@ def fix(
     dry_run: Annotated[bool, typer.Option(help="Say what would change; write nothing.")] = False,
     diff: Annotated[bool, typer.Option(help="Show ops, tensors and check findings before and after.")] = False,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output, or the input itself.")] = False,
-    verify: Annotated[bool, typer.Option(help="Prove each pass on the LiteRT CPU interpreter.")] = True,
+    skip_proof: Annotated[
+        bool, typer.Option(help="Do not prove the passes on the LiteRT CPU interpreter (nothing checks the outputs).")
+    ] = False,
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
@@ -263,7 +265,7 @@ def fix(
     try:
         model = read(path)
         chosen = select_passes(_split(passes), unsafe_fixes)
-        fixed, report = fix_model(Path(path), model, chosen, PassOptions(keep_fp16=keep_fp16), verify=verify)
+        fixed, report = fix_model(Path(path), model, chosen, PassOptions(keep_fp16=keep_fp16), verify=not skip_proof)
     except ModelError as e:
         fail(path, str(e))
     except FixError as e:
@@ -370,9 +372,22 @@ def demo(
     write_atomic(out / "sample.check.json", [render.render_json([result], "classic", True).encode() + b"\n"])
     write_atomic(out / "sample.sarif", [render.render_sarif([result], builtin_rules()).encode() + b"\n"])
     typer.echo("")
+    typer.echo("gpulint fix (safe passes, each proven on the LiteRT CPU interpreter):")
+    from gpulint.fix import fix_model, select_passes
+    from gpulint.passes import PassOptions
+
+    fixed, report = fix_model(sample, model, select_passes(None, False), PassOptions())
+    for applied in report.applied:
+        for change in applied.changes:
+            typer.echo(f"  {applied.name}: {change}")
+    typer.echo(f"  max abs error per output vs the original: {', '.join(f'{e:.3g}' for e in report.max_error)}")
+    write(fixed, out / "sample.fixed.tflite")
+    rechecked = check_file(str(out / "sample.fixed.tflite"), Settings())
+    typer.echo(f"  check on the fixed model: verdict {rechecked.verdict} ({rechecked.reason})")
+    typer.echo("")
     typer.echo(
         f"outputs in {out}/: sample.tflite, sample.inspect.json, sample.roundtrip.tflite, "
-        "sample.check.json, sample.sarif"
+        "sample.check.json, sample.sarif, sample.fixed.tflite"
     )
     if not (equal and identical):
         raise typer.Exit(EXIT_FINDINGS)

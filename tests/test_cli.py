@@ -102,12 +102,14 @@ def test_demo(tmp_path: Path) -> None:
     assert "LiteRT CPU interpreter, original vs rewritten: bit-identical" in result.stdout
     assert sorted(p.name for p in out.iterdir()) == [
         "sample.check.json",
+        "sample.fixed.tflite",
         "sample.inspect.json",
         "sample.roundtrip.tflite",
         "sample.sarif",
         "sample.tflite",
     ]
     assert "verdict: not-worth-it" in result.stdout
+    assert "check on the fixed model: verdict ready" in result.stdout
     assert json.loads((out / "sample.check.json").read_text())["files"][0]["verdict"] == "not-worth-it"
     assert json.loads((out / "sample.inspect.json").read_text())["subgraphs"][0]["ops"] == 9
 

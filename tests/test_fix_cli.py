@@ -71,7 +71,8 @@ def test_output_safety(sample: Path, tmp_path: Path) -> None:
     original = sample.read_bytes()
     r = runner.invoke(app, ["fix", str(sample), "-o", str(sample)])
     assert r.exit_code == 2 and r.stderr.strip() == (
-        f"gpulint: error: {sample}: is the input model; add --force to overwrite it")
+        f"gpulint: error: {sample}: is the input model; add --force to overwrite it"
+    )
     assert sample.read_bytes() == original
     other = tmp_path / "exists.tflite"
     other.write_bytes(b"keep me")

@@ -44,8 +44,10 @@ def test_fix_every_corpus_model(path: Path, tmp_path: Path, capsys: pytest.Captu
     lost = findings(before) - findings(after)
     gained = findings(after) - findings(before)
     with capsys.disabled():
-        print(f"\n{path.name}: passes {[a.name for a in report.applied]}; findings lost {dict(lost)}"
-              + (f"; new {dict(gained)}" if gained else ""))
+        print(
+            f"\n{path.name}: passes {[a.name for a in report.applied]}; findings lost {dict(lost)}"
+            + (f"; new {dict(gained)}" if gained else "")
+        )
     # A fix never adds op-support errors.
     assert not [c for c in gained if c.startswith(("GPU1", "GPU2"))]
 
@@ -56,9 +58,17 @@ def test_deeplab_loses_the_space_to_batch_pair() -> None:
     assert findings(model)["GPU402"] == 0
 
 
-@pytest.mark.parametrize("name", ["face_detection_short_range.tflite", "face_landmark.tflite",
-                                  "hand_landmark_lite.tflite", "palm_detection_lite.tflite",
-                                  "pose_detection.tflite", "selfie_segmentation.tflite"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "face_detection_short_range.tflite",
+        "face_landmark.tflite",
+        "hand_landmark_lite.tflite",
+        "palm_detection_lite.tflite",
+        "pose_detection.tflite",
+        "selfie_segmentation.tflite",
+    ],
+)
 def test_fp16_mediapipe_models_lose_their_constant_dequantize(name: str) -> None:
     assert ops(read(corpus_file(name)))["DEQUANTIZE"] > 0
     assert ops(fixed(name))["DEQUANTIZE"] == 0
@@ -77,6 +87,9 @@ def test_odd_channels_inner_tensors_are_multiples_of_4() -> None:
     readers = {t for op in sg.operators for t in op.inputs}
     # Inner tensors between convs, pools and the mean; the classifier head (FULLY_CONNECTED ->
     # SOFTMAX -> output) keeps its 3 classes, since SOFTMAX mixes the channels it would pad.
-    inner = [sg.tensors[t] for t in produced if t in readers and model.op_name(
-        next(op for op in sg.operators if t in op.outputs)) != "FULLY_CONNECTED"]
+    inner = [
+        sg.tensors[t]
+        for t in produced
+        if t in readers and model.op_name(next(op for op in sg.operators if t in op.outputs)) != "FULLY_CONNECTED"
+    ]
     assert inner and all(t.shape[-1] % 4 == 0 for t in inner), [(t.name, t.shape) for t in inner]
