@@ -19,8 +19,12 @@ import time
 from pathlib import Path
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
-MODELS = ("mediapipe/pose_detection.tflite", "mediapipe/selfie_segmentation.tflite",
-          "tfconv/deeplab_like_65_f32.tflite", "tfconv/mobilenet_v1_025_224_f16.tflite")
+MODELS = (
+    "mediapipe/pose_detection.tflite",
+    "mediapipe/selfie_segmentation.tflite",
+    "tfconv/deeplab_like_65_f32.tflite",
+    "tfconv/mobilenet_v1_025_224_f16.tflite",
+)
 
 
 def wall(argv: list[str], runs: int) -> float:
