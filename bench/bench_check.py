@@ -16,24 +16,15 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import median_time
 
 from gpulint.model import read
 from gpulint.rules import pack
 from gpulint.rules.engine import Linter
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
-
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def lint_table(corpus: Path, repeat: int) -> None:

@@ -18,26 +18,16 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from helpers import conv_model
+from timing import median_time
 
 from gpulint.model import read, write
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
-
-
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    fn()  # warm caches (schema reflection, page cache)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def corpus_table(corpus: Path, repeat: int) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from gpulint.model import schema
 from gpulint.model.ir import (
+    NUMPY_DTYPES,
     Buffer,
     Metadata,
     Model,
@@ -55,23 +56,8 @@ _OPTIONS_BY_OP = {
     "RNN": "RNNOptions",
 }
 
-DTYPES = {
-    np.dtype(v): k
-    for k, v in {
-        "FLOAT32": "<f4",
-        "FLOAT16": "<f2",
-        "FLOAT64": "<f8",
-        "INT32": "<i4",
-        "UINT8": "u1",
-        "INT64": "<i8",
-        "BOOL": "?",
-        "INT16": "<i2",
-        "INT8": "i1",
-        "UINT32": "<u4",
-        "UINT16": "<u2",
-        "UINT64": "<u8",
-    }.items()
-}
+# numpy dtype -> TensorType name, for constants given as arrays.
+DTYPES = {dtype: name for name, dtype in NUMPY_DTYPES.items()}
 
 
 def options_table_for(op: str) -> str | None:

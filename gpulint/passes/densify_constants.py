@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpulint.model.ir import NUMPY_DTYPES, Model, Tensor
+from gpulint.model.ir import NUMPY_DTYPES, Model, Subgraph, Tensor
 from gpulint.passes import Pass, PassOptions, PassResult
-from gpulint.passes.edit import prune, set_const
+from gpulint.passes.edit import fold_constant_ops
 
 
 class SparsityError(ValueError):
@@ -85,34 +85,19 @@ def densify(values: np.ndarray, tensor: Tensor) -> np.ndarray:
 
 
 def run(model: Model, options: PassOptions) -> PassResult:
-    changes: list[str] = []
-    for si, sg in enumerate(model.subgraphs):
-        keep = []
-        for oi, op in enumerate(sg.operators):
-            if model.op_name(op) != "DENSIFY" or not op.inputs or op.inputs[0] < 0 or len(op.outputs) != 1:
-                keep.append(op)
-                continue
-            src = sg.tensors[op.inputs[0]]
-            raw = model.buffers[src.buffer].data if src.sparsity is not None else b""
-            out = op.outputs[0]
-            if not len(raw) or out in sg.outputs or not isinstance(src.type, str):
-                keep.append(op)
-                continue
-            dtype = NUMPY_DTYPES.get(src.type)
-            if dtype is None or len(raw) % dtype.itemsize:
-                keep.append(op)
-                continue
-            try:
-                dense = densify(np.frombuffer(raw, dtype), src)
-            except SparsityError:
-                keep.append(op)
-                continue
-            set_const(model, sg, out, dense.reshape(sg.tensors[out].shape))
-            changes.append(f"subgraph {si}: folded DENSIFY (op {oi}) of sparse `{src.name}` {src.shape}")
-        sg.operators = keep
-    if changes:
-        prune(model)
-    return PassResult(changes)
+    def fold(sg: Subgraph, src: Tensor, out: Tensor) -> np.ndarray | str | None:
+        raw = model.buffers[src.buffer].data
+        dtype = NUMPY_DTYPES.get(src.type) if isinstance(src.type, str) else None
+        if src.sparsity is None or not len(raw):
+            return None
+        if dtype is None or len(raw) % dtype.itemsize:
+            return f"DENSIFY of a {src.type} constant, which gpulint cannot decode"
+        try:
+            return densify(np.frombuffer(raw, dtype), src)
+        except SparsityError as e:
+            return f"DENSIFY of `{src.name}` left: {e}"
+
+    return PassResult(*fold_constant_ops(model, "DENSIFY", fold))
 
 
 PASS = Pass("densify-constants", True, "fold DENSIFY of sparse constants into dense constants", run)

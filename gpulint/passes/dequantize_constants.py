@@ -14,34 +14,20 @@ exact.
 
 from __future__ import annotations
 
-from gpulint.model.ir import Model
+import numpy as np
+
+from gpulint.model.ir import Model, Subgraph, Tensor
 from gpulint.passes import Pass, PassOptions, PassResult
-from gpulint.passes.edit import dequantize, prune, set_const
+from gpulint.passes.edit import dequantize, fold_constant_ops
 
 
 def run(model: Model, options: PassOptions) -> PassResult:
-    changes: list[str] = []
-    for si, sg in enumerate(model.subgraphs):
-        keep = []
-        for oi, op in enumerate(sg.operators):
-            if model.op_name(op) != "DEQUANTIZE" or not op.inputs or op.inputs[0] < 0 or len(op.outputs) != 1:
-                keep.append(op)
-                continue
-            src, out = sg.tensors[op.inputs[0]], op.outputs[0]
-            if options.keep_fp16 and src.type == "FLOAT16":
-                keep.append(op)
-                continue
-            values = dequantize(model, src)
-            if values is None or out in sg.outputs or sg.tensors[out].type != "FLOAT32":
-                keep.append(op)
-                continue
-            set_const(model, sg, out, values.reshape(sg.tensors[out].shape))
-            sg.tensors[out].quantization = None
-            changes.append(f"subgraph {si}: folded DEQUANTIZE (op {oi}) of {src.type} constant `{src.name}`")
-        sg.operators = keep
-    if changes:
-        prune(model)
-    return PassResult(changes)
+    def fold(sg: Subgraph, src: Tensor, out: Tensor) -> np.ndarray | None:
+        if (options.keep_fp16 and src.type == "FLOAT16") or out.type != "FLOAT32":
+            return None
+        return dequantize(model, src)
+
+    return PassResult(*fold_constant_ops(model, "DEQUANTIZE", fold))
 
 
 PASS = Pass("dequantize-constants", True, "fold DEQUANTIZE of fp16/int8 constant weights into float32 constants", run)

@@ -7,6 +7,7 @@ subgraph inputs and outputs, signature defs, tensor buffers, opcode indices).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,39 @@ def prune(model: Model) -> None:
         for sg in model.subgraphs:
             for op in sg.operators:
                 op.opcode_index = remap[op.opcode_index]
+
+
+def fold_constant_ops(
+    model: Model, op_name: str, fold: Callable[[Subgraph, Tensor, Tensor], np.ndarray | str | None]
+) -> tuple[list[str], list[str]]:
+    """Replace every `op_name` op whose one input is a constant by a constant output.
+
+    `fold(subgraph, input, output)` gives the output's values, a reason to leave the op (str),
+    or None to pass over it silently. The output tensor keeps its index and name, so its readers
+    do not change; ops that write a model output are left alone. Returns (changes, skipped).
+    """
+    changes: list[str] = []
+    skipped: list[str] = []
+    for si, sg in enumerate(model.subgraphs):
+        keep = []
+        for oi, op in enumerate(sg.operators):
+            if model.op_name(op) != op_name or len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+                keep.append(op)
+                continue
+            src, out = sg.tensors[op.inputs[0]], sg.tensors[op.outputs[0]]
+            values = fold(sg, src, out) if op.outputs[0] not in sg.outputs else None
+            if not isinstance(values, np.ndarray):
+                if values:
+                    skipped.append(f"subgraph {si} op {oi}: {values}")
+                keep.append(op)
+                continue
+            set_const(model, sg, op.outputs[0], values.reshape(out.shape))
+            out.quantization = None
+            changes.append(f"subgraph {si}: folded {op_name} (op {oi}) of {src.type} constant `{src.name}` {src.shape}")
+        sg.operators = keep
+    if changes:
+        prune(model)
+    return changes, skipped
 
 
 def dequantize(model: Model, tensor: Tensor) -> np.ndarray | None:

@@ -1,0 +1,18 @@
+"""Timing helpers the benchmarks share."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of `fn` over `repeat` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
