@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,16 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(BIN)/python -m pytest -q
+
+# The report tests render pages in Debian's headless Chromium. Installed here when it is missing
+# and this user can (root with apt-get, as on CI); otherwise those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: chromium is missing and cannot be installed here; the browser tests will skip"; fi; }
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gpulint tests bench
@@ -34,6 +42,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_read.py
 	$(BIN)/python bench/bench_check.py
 	$(BIN)/python bench/bench_fix.py
+	$(BIN)/python bench/bench_report.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache

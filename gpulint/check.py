@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulint.model import ModelError, read
+from gpulint.model import Model, ModelError, read
 from gpulint.rules import pack
 from gpulint.rules.engine import Finding, Linter, LintResult, Placement
 from gpulint.rules.pack import SEVERITY_RANK
@@ -186,6 +186,11 @@ def check_file(path: str, settings: Settings) -> FileResult:
         model = read(path)
     except ModelError as e:
         return FileResult(path, error=str(e))
+    return check_model(model, path, settings)
+
+
+def check_model(model: Model, path: str, settings: Settings) -> FileResult:
+    """Lint a model already in memory; `path` names it in the results."""
     targets = pack.load_targets(settings.rules)
     linter = Linter(targets[settings.target], settings.quantized, targets=targets)
     result: LintResult = linter.lint(model)

@@ -8,13 +8,14 @@ import sys
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from gpulint import __version__
 
 if TYPE_CHECKING:
+    from gpulint.check import Settings
     from gpulint.fix import FixReport
     from gpulint.model import Model
     from gpulint.rules.pack import Rule
@@ -112,6 +113,7 @@ def check(
     statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
+    html: Annotated[Path | None, typer.Option(help="Also write an HTML readiness report of the checked files.")] = None,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
     from gpulint import output as render
@@ -180,6 +182,14 @@ def check(
         typer.echo(text)
     if output_format is not Format.text and statistics:
         typer.echo("\n".join(render.render_statistics(results)), err=True)
+    if html is not None:
+        from gpulint.model import read
+        from gpulint.report import model_section
+
+        sections = [
+            model_section(read(r.path), r, settings, os.path.getsize(r.path)) for r in results if r.error is None
+        ]
+        _write_report(html, sections)
 
     if any(r.error is not None for r in results):
         raise typer.Exit(EXIT_USAGE)
@@ -245,6 +255,7 @@ def fix(
     skip_proof: Annotated[
         bool, typer.Option(help="Do not prove the passes on the LiteRT CPU interpreter (nothing checks the outputs).")
     ] = False,
+    html: Annotated[Path | None, typer.Option(help="Also write an HTML report with the before and after.")] = None,
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
@@ -292,6 +303,14 @@ def fix(
         typer.echo(f"{path}: verified on the LiteRT CPU interpreter: max abs error per output {errs}")
     if not report.applied:
         typer.echo(f"{path}: nothing to change")
+    if html is not None:
+        from gpulint.check import Settings, check_model
+        from gpulint.model import to_bytes
+        from gpulint.report import FixSummary, model_section
+
+        before, after = check_model(model, path, Settings()), check_model(fixed, path, Settings())
+        summary = FixSummary(report, before, after, os.path.getsize(path), len(to_bytes(fixed)))
+        _write_report(html, [model_section(model, before, Settings(), os.path.getsize(path), summary)])
     if dry_run or output is None:
         return
     try:
@@ -320,6 +339,79 @@ def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
     lines.append("check findings gone: " + (", ".join(f"{c} x{n}" for c, n in sorted(gone.items())) or "none"))
     lines.append("check findings new: " + (", ".join(f"{c} x{n}" for c, n in sorted(new.items())) or "none"))
     return "\n".join(lines)
+
+
+@app.command()
+def report(
+    paths: Annotated[list[str], typer.Argument(help=".tflite files to report on.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path("report.html"),
+    target: Annotated[str | None, typer.Option(help="Whose rules apply (see `gpulint check --help`).")] = None,
+    quantized: Annotated[bool, typer.Option("--quantized/--no-quantized", help="The quantized-models flag.")] = True,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")] = None,
+    with_fix: Annotated[
+        bool, typer.Option("--fix/--no-fix", help="Show what the safe fix passes would change.")
+    ] = True,
+    node_data: Annotated[
+        Path | None, typer.Option(help="Also write Model Explorer node data (placement per op) to this JSON file.")
+    ] = None,
+) -> None:
+    """Write a self-contained HTML readiness report: verdict, partitions, graph, findings, fix."""
+    from gpulint.check import Settings
+    from gpulint.rules.pack import PackError, load_targets
+
+    settings = Settings(quantized=quantized, rules=list(rules or []))
+    try:
+        targets = load_targets(settings.rules)
+    except PackError as e:
+        fail(None, str(e))
+    settings.target = target or (list(targets)[-1] if rules else "classic")
+    if settings.target not in targets:
+        fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
+    sections = []
+    for path in paths:
+        sections.append(_report_section(path, settings, with_fix, node_data if len(paths) == 1 else None))
+    _write_report(output, sections)
+    typer.echo(f"wrote {output}")
+
+
+def _report_section(path: str, settings: Settings, with_fix: bool, node_data: Path | None) -> dict[str, Any]:
+    from gpulint.atomic import write_atomic
+    from gpulint.check import check_model
+    from gpulint.model import ModelError, read, to_bytes
+    from gpulint.report import FixSummary, model_section, write_node_data
+
+    try:
+        model = read(path)
+    except ModelError as e:
+        fail(path, str(e))
+    result = check_model(model, path, settings)
+    summary = None
+    if with_fix:
+        from gpulint.fix import FixError, fix_model, select_passes
+        from gpulint.passes import PassOptions
+
+        try:
+            fixed, fix_report = fix_model(Path(path), model, select_passes(None, False), PassOptions())
+        except FixError as e:
+            fail(path, str(e))
+        after = check_model(fixed, path, settings)
+        summary = FixSummary(fix_report, result, after, os.path.getsize(path), len(to_bytes(fixed)))
+    if node_data is not None:
+        try:
+            write_atomic(node_data, [write_node_data(node_data, model, result)])
+        except OSError as e:
+            fail(node_data, e.strerror or str(e))
+    return model_section(model, result, settings, os.path.getsize(path), summary)
+
+
+def _write_report(output: Path, sections: list[dict[str, Any]]) -> None:
+    from gpulint.atomic import write_atomic
+    from gpulint.report import render
+
+    try:
+        write_atomic(output, [render(sections).encode("utf-8")])
+    except OSError as e:
+        fail(output, e.strerror or str(e))
 
 
 @app.command()

@@ -18,7 +18,7 @@ SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
-def _ranges(indices: list[int]) -> str:
+def op_ranges(indices: list[int]) -> str:
     """[1, 2, 3, 7] -> "1-3, 7"."""
     out: list[str] = []
     for i in sorted(set(indices)):
@@ -63,7 +63,7 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
                 where = _where(first)
                 if len(group) > 1:
                     sg = f"subgraph {first.subgraph} " if first.subgraph else ""
-                    where = f"x{len(group)}: {sg}ops {_ranges([g.op_index for g in group if g.op_index is not None])}"
+                    where = f"x{len(group)}: {sg}ops {op_ranges([g.op_index for g in group if g.op_index is not None])}"
                 lines.append(f"{r.path}: {first.code} [{first.severity}] {first.message} ({where})")
         for plan in r.plans:
             if not plan.op_count:

@@ -1,0 +1,283 @@
+"""The HTML readiness report: one self-contained file (inline CSS, SVG and script, no network).
+
+Everything here turns results into plain data for `reports/report.html.j2`; the template does
+the markup, with autoescaping on. Model-provided strings are untrusted: they are cleaned and
+bounded (`gpulint.text.clean`) before they reach the template, which escapes them again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gpulint import __version__
+from gpulint.check import FileResult, Settings
+from gpulint.fix import FixReport
+from gpulint.model.ir import Model
+from gpulint.output import op_ranges
+from gpulint.rules.pack import Rule, builtin_rules
+from gpulint.text import clean
+
+NODE_W, NODE_H, GAP_X, GAP_Y = 170, 36, 24, 30
+PLACEMENT_COLORS = {"gpu": "#2e9e5b", "cpu": "#d64545", "init-failure": "#e08a1e", "folded": "#9aa3ad"}
+PARTITION_COLORS = ("#1f6feb", "#8250df", "#bf3989", "#0a7ea4", "#9a6700", "#57606a")
+VERDICT_TITLES = {"ready": "Ready", "partial": "Partial", "not-worth-it": "Not ready", "init-failure": "Not ready"}
+MARKED = {"GPU301": "odd channels", "GPU401": "data movement", "GPU402": "atrous pattern", "GPU403": "layout copy"}
+
+
+@dataclass
+class FixSummary:
+    """What `gpulint fix` did, for the before/after section."""
+
+    report: FixReport
+    before: FileResult
+    after: FileResult
+    bytes_before: int
+    bytes_after: int
+
+
+def _graph(model: Model, result: FileResult, si: int) -> dict[str, Any]:
+    """A layered layout of one subgraph: each op one row below the deepest op it reads from."""
+    sg = model.subgraphs[si]
+    placements = {p.index: p for p in result.ops if p.subgraph == si}
+    plan = result.plans[si]
+    partition_of: dict[int, int] = {}
+    for pi, partition in enumerate(plan.partitions):
+        for oi in partition.ops:
+            partition_of[oi] = pi
+    marks: dict[int, list[str]] = defaultdict(list)
+    for f in result.findings:
+        if f.subgraph == si and f.op_index is not None and f.code in MARKED:
+            marks[f.op_index].append(MARKED[f.code])
+    producer = {t: oi for oi, op in enumerate(sg.operators) for t in op.outputs}
+    # Ops that only compute constants (fp16 DEQUANTIZE, DENSIFY of weights) would fill the first
+    # row with hundreds of boxes; they are left out of the drawing (the table view lists them).
+    hidden: set[int] = set()
+    for oi, op in enumerate(sg.operators):
+        runtime = [t for t in op.inputs if t >= 0 and not len(model.buffers[sg.tensors[t].buffer].data)]
+        if all(t in producer and producer[t] in hidden for t in runtime) and not set(op.outputs) & set(sg.outputs):
+            hidden.add(oi)
+    depth: dict[int, int] = {}
+    for oi, op in enumerate(sg.operators):  # execution order is topological
+        if oi not in hidden:
+            reads = [depth[producer[t]] for t in op.inputs if t in producer and producer[t] in depth]
+            depth[oi] = 1 + max(reads, default=-1)
+    rows: dict[int, list[int]] = defaultdict(list)
+    for oi, d in depth.items():
+        rows[d].append(oi)
+    width = max((len(r) for r in rows.values()), default=1)
+    pos: dict[int, tuple[int, int]] = {}
+    for d, ops in rows.items():
+        offset = (width - len(ops)) * (NODE_W + GAP_X) // 2
+        for k, oi in enumerate(ops):
+            pos[oi] = (GAP_X + offset + k * (NODE_W + GAP_X), GAP_Y + d * (NODE_H + GAP_Y))
+    nodes = []
+    for oi, op in enumerate(sg.operators):
+        if oi in hidden:
+            continue
+        p = placements.get(oi)
+        kind = "folded" if p is not None and p.folded else (p.placement if p is not None else "cpu")
+        part = partition_of.get(oi)
+        x, y = pos[oi]
+        name = clean(model.op_name(op), 40) or "?"
+        nodes.append(
+            {
+                "index": oi,
+                "x": x,
+                "y": y,
+                "label": f"{oi} {name}"[:24],
+                "op": name,
+                "kind": kind,
+                "fill": PLACEMENT_COLORS[kind],
+                "stroke": PARTITION_COLORS[part % len(PARTITION_COLORS)] if part is not None else "#57606a",
+                "delegated": oi in plan.delegated,
+                "partition": part,
+                "marks": marks.get(oi, []),
+                "reasons": [clean(r, 160) for r in (p.reasons if p is not None else [])],
+            }
+        )
+    edges = []
+    for oi, op in enumerate(sg.operators):
+        for t in op.inputs:
+            if t in producer and oi in pos and producer[t] in pos:
+                (x1, y1), (x2, y2) = pos[producer[t]], pos[oi]
+                edges.append({"x1": x1 + NODE_W // 2, "y1": y1 + NODE_H, "x2": x2 + NODE_W // 2, "y2": y2})
+    height = GAP_Y + (max(rows, default=0) + 1) * (NODE_H + GAP_Y)
+    return {
+        "nodes": nodes,
+        "edges": edges,
+        "width": GAP_X * 2 + width * (NODE_W + GAP_X),
+        "height": height,
+        "node_w": NODE_W,
+        "node_h": NODE_H,
+        "hidden": len(hidden),
+    }
+
+
+def _findings(result: FileResult, rules: dict[str, Rule]) -> list[dict[str, Any]]:
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for f in result.findings:
+        groups[f.code].append(f)
+    out = []
+    for code in sorted(groups, key=lambda c: (-["info", "warning", "error"].index(rules[c].severity), c)):
+        fs = groups[code]
+        rule = rules[code]
+        ops = [f.op_index for f in fs if f.op_index is not None]
+        out.append(
+            {
+                "code": code,
+                "name": rule.name,
+                "severity": rule.severity,
+                "count": len(fs),
+                "summary": rule.summary,
+                "rationale": rule.rationale,
+                "use_instead": rule.use_instead,
+                "fix": f"gpulint fix --passes {rule.fix_pass} ({rule.fix_safety})" if rule.fix_pass else None,
+                "ops": op_ranges(ops) if ops else "",
+                "messages": list(dict.fromkeys(f.message for f in fs))[:8],
+                "more": max(0, len(set(f.message for f in fs)) - 8),
+                "references": list(rule.references),
+            }
+        )
+    return out
+
+
+def _coverage(result: FileResult) -> dict[str, Any]:
+    ops = [p for p in result.ops if not p.folded]
+    gpu = sum(1 for p in ops if p.placement == "gpu")
+    total = sum(p.total_macs for p in result.plans)
+    share = sum(p.gpu_macs for p in result.plans) / total if total else 0.0
+    return {
+        "ops": len(ops),
+        "gpu_ops": gpu,
+        "folded": sum(1 for p in result.ops if p.folded),
+        "mac_share": share,
+        "severity": dict(Counter(f.severity for f in result.findings)),
+    }
+
+
+def model_section(
+    model: Model, result: FileResult, settings: Settings, size: int, fix: FixSummary | None = None
+) -> dict[str, Any]:
+    rules = builtin_rules()
+    plans = []
+    for plan in result.plans:
+        plans.append(
+            {
+                "subgraph": plan.subgraph,
+                "name": clean(model.subgraphs[plan.subgraph].name, 80),
+                "verdict": plan.verdict,
+                "reason": plan.reason,
+                "ops": plan.op_count,
+                "gpu": len(plan.delegated),
+                "transfers": len(plan.transfers),
+                "transfer_bytes": sum(t.bytes for t in plan.transfers),
+                "partitions": [
+                    {
+                        "kind": p.kind,
+                        "ops": op_ranges(p.ops),
+                        "count": len(p.ops),
+                        "delegated": p.delegated,
+                        "macs": p.macs,
+                    }
+                    for p in plan.partitions
+                ],
+            }
+        )
+    table = [
+        {
+            "subgraph": p.subgraph,
+            "index": p.index,
+            "op": clean(p.op, 60),
+            "version": p.version,
+            "placement": "folded" if p.folded else p.placement,
+            "reasons": "; ".join(clean(r, 200) or "" for r in p.reasons),
+        }
+        for p in result.ops
+    ]
+    fix_view = None
+    if fix is not None:
+
+        def side(r: FileResult, nbytes: int) -> dict[str, Any]:
+            return {
+                "verdict": r.verdict,
+                "coverage": _coverage(r),
+                "findings": len(r.findings),
+                "bytes": nbytes,
+                "partitions": sum(len(p.partitions) for p in r.plans),
+            }
+
+        ops = sorted(set(fix.report.ops_before) | set(fix.report.ops_after))
+        fix_view = {
+            "applied": [{"name": a.name, "changes": a.changes} for a in fix.report.applied],
+            "rejected": fix.report.rejected,
+            "skipped": fix.report.skipped[:20],
+            "before": side(fix.before, fix.bytes_before),
+            "after": side(fix.after, fix.bytes_after),
+            "ops": [
+                {"op": op, "before": fix.report.ops_before[op], "after": fix.report.ops_after[op]}
+                for op in ops
+                if fix.report.ops_before[op] != fix.report.ops_after[op]
+            ],
+            "lost": dict(Counter(f.code for f in fix.before.findings) - Counter(f.code for f in fix.after.findings)),
+            "max_error": fix.report.max_error,
+        }
+    return {
+        "path": clean(result.path, 300),
+        "bytes": size,
+        "verdict": result.verdict,
+        "verdict_title": VERDICT_TITLES.get(result.verdict or "", "Not ready"),
+        "reason": result.reason,
+        "target": settings.target,
+        "quantized": settings.quantized,
+        "coverage": _coverage(result),
+        "plans": plans,
+        "graphs": [dict(_graph(model, result, i), subgraph=i) for i in range(len(model.subgraphs))],
+        "findings": _findings(result, rules),
+        "table": table,
+        "fix": fix_view,
+        "description": clean(model.description, 200),
+    }
+
+
+def render(sections: list[dict[str, Any]]) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpulint", "reports"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.html.j2").render(sections=sections, version=__version__, colors=PLACEMENT_COLORS)
+
+
+def node_data(model: Model, result: FileResult) -> dict[str, Any]:
+    """Model Explorer node data (ModelNodeData: graph id -> GraphNodeData), keyed by each op's
+    first output tensor name; values 0 GPU, 1 init failure, 2 CPU, with matching colors."""
+    value = {"gpu": 0, "folded": 0, "init-failure": 1, "cpu": 2}
+    graphs: dict[str, Any] = {}
+    for si, sg in enumerate(model.subgraphs):
+        results = {}
+        for p in (p for p in result.ops if p.subgraph == si):
+            op = sg.operators[p.index]
+            if not op.outputs:
+                continue
+            key = sg.tensors[op.outputs[0]].name or str(op.outputs[0])
+            results[key] = {"value": value["folded" if p.folded else p.placement]}
+        graphs[sg.name or f"subgraph_{si}"] = {
+            "name": "gpulint placement (0 GPU, 1 init failure, 2 CPU)",
+            "results": results,
+            "thresholds": [
+                {"value": 0, "bgColor": PLACEMENT_COLORS["gpu"]},
+                {"value": 1, "bgColor": PLACEMENT_COLORS["init-failure"]},
+                {"value": 2, "bgColor": PLACEMENT_COLORS["cpu"]},
+            ],
+        }
+    return graphs
+
+
+def write_node_data(path: Path, model: Model, result: FileResult) -> bytes:
+    return (json.dumps(node_data(model, result), indent=2) + "\n").encode("utf-8")

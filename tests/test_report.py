@@ -1,0 +1,141 @@
+"""The HTML readiness report: content, escaping of hostile names, node data, and a real browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import corpus_file
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.model import write
+from gpulint.model.build import ModelBuilder
+from gpulint.sample import sample_model
+
+runner = CliRunner()
+EVIL = "<script>document.title='pwned'</script>\"'&<img src=x onerror=alert(1)>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+NO_BROWSER = "Debian's chromium is not installed (`make test` installs it when run as root)"
+
+
+def hostile_model(tmp_path: Path) -> Path:
+    mb = ModelBuilder(description=EVIL)
+    g = mb.subgraph(EVIL)
+    x = g.input(EVIL + "n" * 10_000, [1, 8, 8, 3])
+    w = g.const("w" + EVIL, np.zeros((6, 3, 3, 3), np.float32))
+    y = g.op("CONV_2D", [x, w, -1], [1, 8, 8, 6], out_name=EVIL, options=dict(padding="SAME", stride_w=1, stride_h=1))
+    g.output(g.op(EVIL, [y], [1, 8, 8, 6], custom_options=b""))  # a custom op named like a script
+    path = tmp_path / "hostile.tflite"
+    write(mb.build(), path)
+    return path
+
+
+def report(tmp_path: Path, *args: str) -> str:
+    out = tmp_path / "report.html"
+    r = runner.invoke(app, ["report", *args, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out.read_text()
+
+
+def test_report_content(tmp_path: Path) -> None:
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    html = report(tmp_path, str(path))
+    assert '<div class="word" data-verdict="not-worth-it">Not ready</div>' in html
+    assert "GPU402</span> atrous-pattern" in html
+    assert "gpulint fix --passes fold-atrous (safe)" in html
+    assert "SPACE_TO_BATCH_ND" in html and "<svg" in html
+    assert "<td>verdict</td><td>not-worth-it</td><td>ready</td>" in html  # the fix before/after
+    # Self-contained: nothing is loaded from anywhere.
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", html)
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_report_escapes_hostile_names(tmp_path: Path) -> None:
+    html = report(tmp_path, str(hostile_model(tmp_path)), "--no-fix")
+    assert "<script>document.title" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in html
+    assert "n" * 10_000 not in html  # bounded, not dropped
+    assert html.count("<script>") == 1  # only the report's own pan/zoom script
+
+
+def test_node_data_for_model_explorer(tmp_path: Path) -> None:
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    nd = tmp_path / "node_data.json"
+    report(tmp_path, str(path), "--no-fix", "--node-data", str(nd))
+    data = json.loads(nd.read_text())
+    graph = data["main"]
+    assert graph["results"]["atrous/space_to_batch"] == {"value": 2}
+    assert graph["results"]["pool/mean"] == {"value": 0}
+    assert [t["value"] for t in graph["thresholds"]] == [0, 1, 2]
+
+
+def test_check_and_fix_write_reports(tmp_path: Path) -> None:
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    assert runner.invoke(app, ["check", str(path), "--html", str(tmp_path / "c.html")]).exit_code == 1
+    assert "Not ready" in (tmp_path / "c.html").read_text()
+    r = runner.invoke(app, ["fix", str(path), "--dry-run", "--html", str(tmp_path / "f.html")])
+    assert r.exit_code == 0
+    assert "<td>verdict</td><td>not-worth-it</td><td>ready</td>" in (tmp_path / "f.html").read_text()
+
+
+def test_report_errors(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["report", str(tmp_path / "missing.tflite"), "-o", str(tmp_path / "r.html")])
+    assert r.exit_code == 2 and r.stderr.strip().endswith("missing.tflite: no such file")
+    assert not (tmp_path / "r.html").exists()
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+@pytest.mark.parametrize("name", ["selfie_segmentation.tflite", "unsupported_mix_f32.tflite", "lstm_seq16_f32.tflite"])
+def test_reports_render_in_a_real_browser(tmp_path: Path, name: str) -> None:
+    html_path = tmp_path / "report.html"
+    report(tmp_path, str(corpus_file(name)))
+    profile = tmp_path / "profile"
+    dom = chromium(f"--user-data-dir={profile}", "--dump-dom", html_path.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    assert re.search(r"(Ready|Partial|Not ready)", text)
+    assert "ops on the GPU" in text and "Findings" in text and "Partitions" in text
+    # The pan/zoom script ran: it rewrote each graph's viewBox from the one rendered.
+    assert dom.stdout.count("<svg") >= 1
+    shot = tmp_path / "report.png"
+    png = chromium(f"--user-data-dir={profile}", "--window-size=1280,1600", f"--screenshot={shot}", html_path.as_uri())
+    assert png.returncode == 0 and shot.stat().st_size > 20_000  # a page, not a blank
+    keep = Path(__file__).resolve().parents[1] / ".pytest_cache" / "screenshots"
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, keep / f"{name}.png")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+def test_hostile_names_stay_text_in_a_real_browser(tmp_path: Path) -> None:
+    html_path = tmp_path / "report.html"
+    html_path.write_text(report(tmp_path, str(hostile_model(tmp_path)), "--no-fix"))
+    dom = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", html_path.as_uri())
+    assert dom.returncode == 0
+    title = re.search(r"<title>(.*?)</title>", dom.stdout, re.S)
+    assert title and title.group(1).startswith("gpulint report: ")  # the injected script never ran
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom.stdout  # shown, as text
+    assert '<img src="x"' not in dom.stdout
