@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections import Counter
 from enum import StrEnum
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from gpulint import __version__
+from gpulint.text import clean
 
 if TYPE_CHECKING:
     from gpulint.check import Settings
@@ -259,7 +261,7 @@ def fix(
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
-    from gpulint.model import ModelError, read, write
+    from gpulint.model import LossyWriteError, ModelError, read, write
     from gpulint.passes import PassOptions
 
     if output is None and not dry_run:
@@ -282,18 +284,18 @@ def fix(
     except FixError as e:
         fail(path, str(e))
 
+    # Pass messages quote tensor names from the model: printable and bounded before they print.
     for applied in report.applied:
         for change in applied.changes:
-            typer.echo(f"{path}: {applied.name}: {change}")
+            typer.echo(f"{path}: {applied.name}: {clean(change, 400)}")
     for line in report.rejected:
-        typer.echo(f"{path}: {line}")
+        typer.echo(f"{path}: {clean(line, 400)}")
     for line in report.skipped:
-        typer.echo(f"{path}: left alone by {line}")
+        typer.echo(f"{path}: left alone by {clean(line, 400)}")
     if not unsafe_fixes and not passes:
-        from gpulint.fix import clone
-        from gpulint.passes import registry
+        from gpulint.fix import unsafe_candidates
 
-        hidden = [p.name for p in registry().values() if not p.safe and p.run(clone(fixed), PassOptions()).changes]
+        hidden = unsafe_candidates(fixed)
         if hidden:
             typer.echo(f"{path}: {len(hidden)} unsafe pass(es) would apply: {', '.join(hidden)} (--unsafe-fixes)")
     if diff:
@@ -315,6 +317,8 @@ def fix(
         return
     try:
         write(fixed, output, allow_loss=False)
+    except LossyWriteError as e:  # the input holds what this schema cannot write back
+        fail(path, clean(str(e), 1000) or "")
     except (OSError, ValueError) as e:
         fail(output, getattr(e, "strerror", None) or str(e))
     typer.echo(f"{path}: wrote {output}")
@@ -485,7 +489,14 @@ def demo(
         raise typer.Exit(EXIT_FINDINGS)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    # SIGTERM (a CI job cancelled, a hook killed) unwinds like Ctrl-C, so a file being written is
+    # left as it was and its temporary sibling is removed.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         app()
     except KeyboardInterrupt:

@@ -36,6 +36,8 @@ FP32_TOLERANCE = 1e-5
 # corpus int8 models: 0.0 (mobilenet), 9.4 (pixel_shuffle), 11.3 (odd_channels).
 QUANT_STEPS = 16
 MAX_ROUNDS = 10
+# What a pass may raise on a model it was not written for (a corrupt or unusual file).
+PASS_FAILURES = (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError)
 
 
 class FixError(Exception):
@@ -88,11 +90,20 @@ def select_passes(names: list[str] | None, unsafe: bool) -> list[Pass]:
     return [p for p in passes.values() if p.safe or unsafe]
 
 
+def tensor_count(model: Model) -> int:
+    return sum(len(sg.tensors) for sg in model.subgraphs)
+
+
 def op_histogram(model: Model) -> Counter[str]:
     return Counter(model.op_name(op) for _, _, op in model.operators())
 
 
-def _run(model: Model, passes: list[Pass], options: PassOptions) -> tuple[list[Applied], list[str], list[Model]]:
+def _run(
+    original: Model, passes: list[Pass], options: PassOptions
+) -> tuple[list[Applied], list[str], list[Model], list[str]]:
+    """Passes to a fixed point on a copy of `original`: (applied, skipped, snapshots, failed)."""
+    model = clone(original)
+    failed: list[str] = []
     applied: list[Applied] = []
     snapshots: list[Model] = []
     skipped: list[str] = []
@@ -100,7 +111,16 @@ def _run(model: Model, passes: list[Pass], options: PassOptions) -> tuple[list[A
         changed = False
         skipped = []
         for p in passes:
-            result = p.run(model, options)
+            try:
+                result = p.run(model, options)
+            except PASS_FAILURES as e:
+                # A model this pass cannot handle (a corrupt or unusual file): leave the model as
+                # the last good snapshot had it and go on without this pass.
+                model = clone(snapshots[-1]) if snapshots else clone(original)
+                failed.append(f"{p.name}: not applied: it cannot handle this model ({type(e).__name__}: {e})")
+                passes = [q for q in passes if q is not p]
+                changed = True  # start the round again without it
+                break
             skipped += [f"{p.name}: {s}" for s in result.skipped]
             if result.changes:
                 applied.append(Applied(p.name, result.changes))
@@ -108,7 +128,21 @@ def _run(model: Model, passes: list[Pass], options: PassOptions) -> tuple[list[A
                 changed = True
         if not changed:
             break
-    return applied, skipped, snapshots
+    return applied, skipped, snapshots, failed
+
+
+def unsafe_candidates(model: Model) -> list[str]:
+    """The unsafe passes that would change `model` (for "N unsafe passes would apply")."""
+    names = []
+    for p in registry().values():
+        if p.safe:
+            continue
+        try:
+            if p.run(clone(model), PassOptions()).changes:
+                names.append(p.name)
+        except PASS_FAILURES:
+            continue
+    return names
 
 
 def _adapt(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.ndarray]:
@@ -175,16 +209,18 @@ def fix_model(
     path: Path, original: Model, passes: list[Pass], options: PassOptions, verify: bool = True, seed: int = 0
 ) -> tuple[Model, FixReport]:
     """The rewritten model and what happened. `path` is the original's file, for the interpreter."""
-    report = FixReport(
-        ops_before=op_histogram(original), tensors_before=sum(len(s.tensors) for s in original.subgraphs)
-    )
+    report = FixReport(ops_before=op_histogram(original), tensors_before=tensor_count(original))
     disabled: set[str] = set()
-    inputs = reference.random_inputs(original, seed) if verify else []
+    try:
+        inputs = reference.random_inputs(original, seed) if verify else []
+    except reference.ReferenceError as e:
+        raise FixError(f"cannot prove the passes: {e}") from None
     steps = _steps(original)
     while True:
-        model = clone(original)
-        applied, skipped, snapshots = _run(model, [p for p in passes if p.name not in disabled], options)
+        applied, skipped, snapshots, crashed = _run(original, [p for p in passes if p.name not in disabled], options)
         report.applied, report.skipped = applied, skipped
+        report.rejected += crashed
+        disabled.update(line.split(":", 1)[0] for line in crashed)
         if not verify or not snapshots:
             break
         reference_outputs, *candidates = _run_all(path, inputs, snapshots, seed)
@@ -206,7 +242,7 @@ def fix_model(
     report.verified = verify
     final = snapshots[-1] if snapshots else clone(original)
     report.ops_after = op_histogram(final)
-    report.tensors_after = sum(len(s.tensors) for s in final.subgraphs)
+    report.tensors_after = tensor_count(final)
     return final, report
 
 

@@ -8,6 +8,7 @@ and writes the outputs to another. A crash or a refusal comes back as ReferenceE
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -46,27 +47,48 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float = 300) -> list[np.ndarray]:
+# The child gets at most this much address space: a model that claims huge tensors fails to
+# allocate there instead of taking the machine's memory (pose_detection runs in well under it).
+CHILD_MEMORY = 1 << 30
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+
+def time_limit(model_paths: Sequence[str | os.PathLike[str]]) -> float:
+    """Seconds a run may take: 5 plus 1 per MB of model. The corpus runs in under 0.5 s; a
+    hostile file (a WHILE loop that never ends) is stopped instead of hanging gpulint."""
+    size = sum(os.path.getsize(p) for p in model_paths if os.path.exists(p))
+    return 5.0 + size / 1e6
+
+
+def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float | None = None) -> list[np.ndarray]:
     """Outputs of the main subgraph, in order, from the LiteRT CPU interpreter."""
     return run_models([model_path], inputs, timeout)[0]
 
 
 def run_models(
-    model_paths: Sequence[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float = 300
+    model_paths: Sequence[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float | None = None
 ) -> list[list[np.ndarray]]:
     """Run several models on the same inputs in one child process (one interpreter start)."""
+    limit = timeout if timeout is not None else time_limit(model_paths)
+    names = ", ".join(map(str, model_paths))
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
         src = Path(tmp, "in.npz")
         np.savez(src, *inputs)
         dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
         args = [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
-        proc = subprocess.run(
-            [sys.executable, "-m", "gpulint.reference", str(src), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        names = ", ".join(map(str, model_paths))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "gpulint.reference", str(src), *args],
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                preexec_fn=_limit_memory if sys.platform == "linux" else None,
+            )
+        except subprocess.TimeoutExpired:
+            raise ReferenceError(f"the LiteRT interpreter did not finish {names} within {limit:.0f} s") from None
         if proc.returncode < 0:
             raise ReferenceError(f"the LiteRT interpreter crashed ({signal.Signals(-proc.returncode).name}) on {names}")
         if proc.returncode != 0:

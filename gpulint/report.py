@@ -214,9 +214,9 @@ def model_section(
 
         ops = sorted(set(fix.report.ops_before) | set(fix.report.ops_after))
         fix_view = {
-            "applied": [{"name": a.name, "changes": a.changes} for a in fix.report.applied],
-            "rejected": fix.report.rejected,
-            "skipped": fix.report.skipped[:20],
+            "applied": [{"name": a.name, "changes": [clean(c, 400) for c in a.changes]} for a in fix.report.applied],
+            "rejected": [clean(r, 400) for r in fix.report.rejected],
+            "skipped": [clean(r, 400) for r in fix.report.skipped[:20]],
             "before": side(fix.before, fix.bytes_before),
             "after": side(fix.after, fix.bytes_after),
             "ops": [

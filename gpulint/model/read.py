@@ -403,6 +403,8 @@ _I32 = struct.Struct("<i")
 def _check_references(model: Model) -> None:
     """Every index in the file points at something that exists."""
     nbuf, ncodes, nsub = len(model.buffers), len(model.operator_codes), len(model.subgraphs)
+    if not nsub:
+        raise ModelError("the model has no subgraphs (the interpreter refuses it too)")
 
     def bad(where: str, what: str, index: int, count: int, of: str) -> ModelError:
         return ModelError(f"{where}: {what} {index} is out of range (there are {count} {of})")

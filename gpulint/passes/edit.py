@@ -182,8 +182,12 @@ def dequantize(model: Model, tensor: Tensor) -> np.ndarray | None:
     # As the interpreter's reference Dequantize: (value - zero_point) * scale in double, then float.
     scale = np.asarray(q.scale, np.float64)
     zp = np.asarray(q.zero_point or [0] * len(q.scale), np.float64)
+    if zp.size != scale.size:
+        return None
     values = arr.astype(np.float64)
     if len(scale) > 1:
+        if not 0 <= q.quantized_dimension < values.ndim or values.shape[q.quantized_dimension] != len(scale):
+            return None  # per-channel parameters that do not fit the tensor
         shape = [1] * values.ndim
         shape[q.quantized_dimension] = len(scale)
         scale, zp = scale.reshape(shape), zp.reshape(shape)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpulint.model import schema
 from gpulint.rules.signature import OpSignature, TensorSpec
+from gpulint.text import clean
 
 Check = Callable[..., str | None]
 CHECKS: dict[str, Check] = {}
@@ -628,4 +629,10 @@ def densify_consumer(sig: OpSignature) -> str | None:
 
 
 def run(name: str, sig: OpSignature, params: dict[str, Any]) -> str | None:
-    return CHECKS[name](sig, **params)
+    """A check's verdict. An op whose operands do not fit its definition (too few inputs, shapes
+    of the wrong rank in a corrupt or hand-made file) is refused with that reason, not a crash."""
+    try:
+        reason = CHECKS[name](sig, **params)
+        return clean(reason, 400) if reason else None  # reasons quote tensor names from the model
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+        return f"the op's operands do not fit the {name} check ({type(e).__name__}: {e})"

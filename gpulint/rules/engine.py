@@ -20,6 +20,7 @@ from gpulint.rules.signature import Graph, OpSignature
 from gpulint.text import clean
 
 MAX_NAME = 80  # the longest model-provided name quoted in a message
+MAX_REASON = 400
 
 CONTROL_FLOW = {
     "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
@@ -114,7 +115,7 @@ class Linter:
     # -- one op ---------------------------------------------------------------------------------
 
     def place(self, sig: OpSignature) -> Placement:
-        p = Placement(sig.graph.index, sig.index, sig.op, sig.version, "gpu")
+        p = Placement(sig.graph.index, sig.index, clean(sig.op, MAX_NAME) or "", sig.version, "gpu")
         if sig.index in sig.graph.folded_fp16:
             p.folded = True
             p.reasons.append("fp16 constant DEQUANTIZE: folded into its consumers (FP16GraphPartitionHelper)")
@@ -213,7 +214,8 @@ class Linter:
         names = tensors if tensors is not None else [v for k, v in values.items() if k == "tensor"]
         # Names come from the model: bounded and printable before they reach a message.
         shown = {
-            k: clean(v, MAX_NAME) if k in ("tensor", "op") and isinstance(v, str) else v for k, v in values.items()
+            k: clean(v, MAX_NAME if k in ("tensor", "op") else MAX_REASON) if isinstance(v, str) else v
+            for k, v in values.items()
         }
         return Finding(code, rule.name, rule.severity, rule.render(**shown), subgraph, index, op, names, rule.fix_pass)
 
