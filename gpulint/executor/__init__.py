@@ -1,0 +1,7 @@
+"""The OpenCL executor: gpulint's kernels (gpulint/kernels/*.cl) run through pyopencl, with
+tensors laid out as the GPU delegate lays them out."""
+
+from gpulint.executor.device import Device, ExecutorError, select_device
+from gpulint.executor.executor import Executor
+
+__all__ = ["Device", "Executor", "ExecutorError", "select_device"]

@@ -1,0 +1,142 @@
+"""Which OpenCL device to use, and the one program of gpulint's kernels built for it.
+
+The default is the first GPU of any platform, else the first device at all, which on a
+machine without a GPU is PoCL from `pocl-binary-distribution`. `GPULINT_CL_DEVICE` (or the
+`device` argument) picks another: `platform:device` indices (`0:1`) or a case-insensitive
+substring of the device or platform name (`nvidia`, `pthread`).
+
+The kernels are shape-agnostic (shapes are arguments), so one program serves every model and
+is built once per device, driver, precision and source; its binary is kept in
+`GPULINT_CACHE_DIR` (default ~/.cache/gpulint/kernels), keyed by all of those, so a second
+process loads it instead of compiling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gpulint.atomic import write_atomic
+
+KERNEL_FILES = ("elementwise.cl", "compute.cl", "reduce.cl")
+
+
+class ExecutorError(RuntimeError):
+    """The executor cannot run this model here; the message names device and op where it can."""
+
+
+@dataclass
+class Device:
+    context: Any
+    queue: Any
+    device: Any
+
+    @property
+    def name(self) -> str:
+        return str(self.device.name).strip()
+
+    @property
+    def driver(self) -> str:
+        return f"{str(self.device.platform.name).strip()} {str(self.device.driver_version).strip()}"
+
+    @property
+    def fp16(self) -> bool:
+        return "cl_khr_fp16" in self.device.extensions
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.driver})"
+
+
+def _cl() -> Any:
+    try:
+        import pyopencl
+    except Exception as e:  # a broken install: an error message, not a traceback
+        raise ExecutorError(f"OpenCL is not usable here: pyopencl failed to load ({e})") from None
+    return pyopencl
+
+
+def select_device(spec: str | None = None) -> Device:
+    cl = _cl()
+    spec = spec if spec is not None else os.environ.get("GPULINT_CL_DEVICE")
+    try:
+        platforms = cl.get_platforms()
+        candidates = [(pi, di, p, d) for pi, p in enumerate(platforms) for di, d in enumerate(p.get_devices())]
+    except Exception as e:
+        raise ExecutorError(f"no OpenCL platform could be listed: {e}") from None
+    if not candidates:
+        raise ExecutorError("no OpenCL device found (install pocl-binary-distribution for a CPU device)")
+    chosen = None
+    if spec:
+        if ":" in spec and all(part.isdigit() for part in spec.split(":", 1)):
+            want = tuple(int(v) for v in spec.split(":", 1))
+            chosen = next((c for c in candidates if (c[0], c[1]) == want), None)
+        else:
+            chosen = next((c for c in candidates if spec.lower() in f"{c[3].name} {c[2].name}".lower()), None)
+        if chosen is None:
+            names = "; ".join(f"{pi}:{di} {d.name.strip()} ({p.name.strip()})" for pi, di, p, d in candidates)
+            raise ExecutorError(f"no OpenCL device matches `{spec}`; devices: {names}")
+    else:
+        gpus = [c for c in candidates if c[3].type & cl.device_type.GPU]
+        chosen = gpus[0] if gpus else candidates[0]
+    device = chosen[3]
+    try:
+        context = cl.Context([device])
+        queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    except Exception as e:
+        raise ExecutorError(f"cannot open {device.name.strip()}: {e}") from None
+    return Device(context, queue, device)
+
+
+@cache
+def kernel_source(half: bool) -> str:
+    folder = resources.files("gpulint").joinpath("kernels")
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8")).render(half=half)
+    return "\n".join([prelude, *(folder.joinpath(name).read_text("utf-8") for name in KERNEL_FILES)])
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels"))
+
+
+_PROGRAMS: dict[tuple[int, bool], Any] = {}
+
+
+def program(device: Device, half: bool) -> Any:
+    """gpulint's kernels built for `device`: from memory, else from the on-disk cache of
+    program binaries (keyed by device, driver, kernel source and build options), else built."""
+    key = (id(device.context), half)
+    if key in _PROGRAMS:
+        return _PROGRAMS[key]
+    cl = _cl()
+    source, options = kernel_source(half), "-cl-std=CL1.2"
+    digest = hashlib.sha256(
+        "\0".join([device.name, device.driver, str(device.device.version), source, options]).encode()
+    ).hexdigest()[:32]
+    path = cache_dir() / f"{digest}.bin"
+    built = None
+    if path.exists():
+        try:
+            built = cl.Program(device.context, [device.device], [path.read_bytes()]).build(options)
+        except Exception:
+            built = None  # a stale or foreign binary: build from source below
+    if built is None:
+        try:
+            built = cl.Program(device.context, source).build(options)
+        except Exception as e:
+            raise ExecutorError(f"the kernels failed to build on {device.describe()}: {str(e)[-2000:]}") from None
+        with contextlib.suppress(OSError, Exception):
+            binary = built.get_info(cl.program_info.BINARIES)[0]
+            if binary:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, [binary])
+    _PROGRAMS[key] = built
+    return built

@@ -1,0 +1,777 @@
+"""Run a model's main subgraph on OpenCL the way the GPU delegate lays it out.
+
+Lowering happens once: constants are folded or rearranged into kernel weights, data-moving
+ops become copy maps, every tensor gets a device buffer in the sliced layout, and each op
+becomes one kernel launch with its arguments bound. A run uploads the inputs, enqueues every
+launch with no host round trip in between, and waits once. Quantized models run as the
+delegate runs them: in float, with weights dequantized once and the int8 interface converted
+at the edges (the quantized-to-float pass prepares the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpulint.executor import layout, movement
+from gpulint.executor.device import Device, ExecutorError, program, select_device
+from gpulint.fix import clone
+from gpulint.model import schema
+from gpulint.model.ir import Model, Operator
+from gpulint.passes import PassOptions, registry
+
+UNARY = {
+    "RELU": 0,
+    "RELU6": 1,
+    "RELU_N1_TO_1": 2,
+    "RELU_0_TO_1": 3,
+    "LOGISTIC": 4,
+    "TANH": 5,
+    "EXP": 6,
+    "NEG": 7,
+    "RSQRT": 8,
+    "SQRT": 9,
+    "ABS": 10,
+    "SQUARE": 11,
+    "HARD_SWISH": 12,
+    "GELU": 13,
+    "ELU": 15,
+    "LEAKY_RELU": 16,
+    "LOG": 17,
+    "SIN": 18,
+    "COS": 19,
+    "FLOOR": 20,
+    "SIGN": 21,
+}
+BINARY = {
+    "ADD": 0,
+    "SUB": 1,
+    "MUL": 2,
+    "DIV": 3,
+    "MAXIMUM": 4,
+    "MINIMUM": 5,
+    "SQUARED_DIFFERENCE": 6,
+    "POW": 7,
+    "FLOOR_DIV": 8,
+    "FLOOR_MOD": 9,
+    "PRELU": 10,
+}
+REDUCE = {"MEAN": 0, "SUM": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
+PREPARE = ("densify-constants", "dequantize-constants", "quantized-to-float")
+
+
+@dataclass
+class Launch:
+    op_index: int
+    op: str
+    kernel: str
+    args: list[Any]
+    global_size: tuple[int, ...]
+    bound: Any = None  # a cl.Kernel of its own with the arguments set, so a run only enqueues
+
+
+@dataclass
+class Timing:
+    op_index: int
+    op: str
+    seconds: float
+
+
+@dataclass
+class Executor:
+    """`Executor(model).run(inputs)` -> outputs, in the order of the main subgraph's outputs."""
+
+    source: Model
+    device: Device | None = None
+    precision: str = "fp32"
+    launches: list[Launch] = field(default_factory=list)
+    timings: list[Timing] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("fp32", "fp16"):
+            raise ExecutorError(f"precision must be fp32 or fp16, not {self.precision}")
+        self.device = self.device or select_device()
+        if self.precision == "fp16" and not self.device.fp16:
+            raise ExecutorError(f"{self.device.describe()} has no cl_khr_fp16: fp16 mode needs it")
+        self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
+        self.model = _prepare(self.source)
+        self.sg = self.model.subgraphs[0]
+        self.program = program(self.device, self.precision == "fp16")
+        self.buffers: dict[int, Any] = {}
+        self.edges_in: dict[int, tuple[int, Any]] = {}  # graph input -> (float tensor, quantization)
+        self.edges_out: dict[int, tuple[int, Any]] = {}
+        _Lowering(self).lower()
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def upload(self, host: np.ndarray) -> Any:
+        import pyopencl as cl
+
+        data = np.ascontiguousarray(host, dtype=self.dtype)
+        assert self.device is not None
+        try:
+            return cl.Buffer(
+                self.device.context,
+                cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=data if data.size else np.zeros(1, self.dtype),
+            )
+        except Exception as e:
+            raise ExecutorError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
+
+    def buffer(self, t: int) -> Any:
+        """The device buffer of tensor `t`, zeroed so padding lanes start at 0."""
+        if t not in self.buffers:
+            shape = self.sg.tensors[t].shape
+            value = self.model.tensor_data(self.sg.tensors[t])
+            host = layout.to_slices(value, shape) if value is not None else np.zeros(layout.size(shape))
+            self.buffers[t] = self.upload(host)
+        return self.buffers[t]
+
+    def scratch(self, shape: list[int]) -> Any:
+        return self.upload(np.zeros(layout.size(shape)))
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
+        import pyopencl as cl
+
+        assert self.device is not None
+        queue = self.device.queue
+        if len(inputs) != len(self.sg.inputs):
+            raise ExecutorError(f"the model takes {len(self.sg.inputs)} inputs, got {len(inputs)}")
+        for t, x in zip(self.sg.inputs, inputs, strict=True):
+            target, q = self.edges_in.get(t, (t, None))
+            value = np.asarray(x, np.float32)
+            if q is not None:  # an int8 interface: dequantized here, as the delegate does at the edge
+                value = (value - q.zero_point[0]) * q.scale[0]
+            cl.enqueue_copy(
+                queue, self.buffer(target), layout.to_slices(value, self.sg.tensors[target].shape).astype(self.dtype)
+            )
+        events = [cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, None) for ln in self.launches]
+        outputs = []
+        for t in self.sg.outputs:
+            source, q = self.edges_out.get(t, (t, None))
+            shape = self.sg.tensors[source].shape
+            host = np.empty(layout.size(shape), self.dtype)
+            cl.enqueue_copy(queue, host, self.buffer(source))
+            value = layout.from_slices(host.astype(np.float32), shape)
+            if q is not None:
+                int_type = _INT_TYPES[str(self.sg.tensors[t].type)]
+                info = np.iinfo(int_type)
+                value = np.clip(np.round(value / q.scale[0]) + q.zero_point[0], info.min, info.max)
+                value = value.astype(int_type)
+            outputs.append(value)
+        queue.finish()
+        if profile:
+            self.timings = [
+                Timing(ln.op_index, ln.op, (e.profile.end - e.profile.start) * 1e-9)
+                for ln, e in zip(self.launches, events, strict=True)
+            ]
+        return outputs
+
+
+_INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
+
+
+def _prepare(model: Model) -> Model:
+    """Constants folded and int8 turned into float, so that every kernel sees float tensors."""
+    m = clone(model)
+    passes = registry()
+    for name in PREPARE:
+        try:
+            passes[name].run(m, PassOptions())
+        except (IndexError, KeyError, ValueError, TypeError) as e:
+            raise ExecutorError(f"cannot prepare the model for the executor ({name}: {e})") from None
+    if not m.subgraphs:
+        raise ExecutorError("the model has no subgraphs")
+    _fold_shape_math(m)
+    return m
+
+
+def _fold_shape_math(model: Model) -> None:
+    """SHAPE of a static tensor, and the data-moving ops on its result (STRIDED_SLICE, PACK,
+    CONCATENATION, ...), become constants: the converter's dynamic-batch RESHAPE then reads a
+    constant shape. The delegate runs such int32 chains on the CPU; here they cost nothing."""
+    from gpulint.passes.edit import prune, set_const
+
+    sg = model.subgraphs[0]
+    folded = True
+    while folded:
+        folded = False
+        for oi, op in enumerate(sg.operators):
+            name = model.op_name(op)
+            values = [model.tensor_data(sg.tensors[t]) if t >= 0 else None for t in op.inputs]
+            if name == "SHAPE" and op.inputs:  # the executor runs every tensor at its static shape
+                result = [np.array(sg.tensors[op.inputs[0]].shape, np.int32)]
+            elif name in movement.MOVEMENT_OPS and op.inputs and all(v is not None for v in values):
+                opts = op.builtin_options.values if op.builtin_options is not None else {}
+                data = [None if i in movement.PARAMS.get(name, ()) else v for i, v in enumerate(values)]
+                try:
+                    result = movement.apply(name, data, values, opts, [sg.tensors[t].shape for t in op.outputs])
+                except (movement.Unsupported, ValueError, IndexError):
+                    continue
+            else:
+                continue
+            if any(t in sg.outputs for t in op.outputs):
+                continue
+            for t, r in zip(op.outputs, result, strict=True):
+                dtype = _NUMPY.get(str(sg.tensors[t].type))
+                if dtype is None:
+                    break
+                set_const(model, sg, t, np.asarray(r).astype(dtype).reshape(sg.tensors[t].shape))
+            else:
+                del sg.operators[oi]
+                folded = True
+                break
+    prune(model)
+
+
+_NUMPY = {"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
+
+
+def _i2(a: int, b: int) -> Any:
+    from pyopencl import cltypes
+
+    return cltypes.make_int2(a, b)  # type: ignore[attr-defined]  # generated at import
+
+
+def _i4(v: np.ndarray | list[int]) -> Any:
+    from pyopencl import cltypes
+
+    return cltypes.make_int4(*[int(x) for x in v])  # type: ignore[attr-defined]
+
+
+def _matmul_shape(s: list[int]) -> list[int]:
+    """[B0, B1, M, K] as BHWC: rank 3 [B, M, K] is stored as (B, 1, M, K), rank 2 needs a copy."""
+    if len(s) == 4:
+        return list(s)
+    if len(s) == 3:
+        return [s[0], 1, s[1], s[2]]
+    return [1, 1, *s]
+
+
+def _same_pad(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: str) -> int:
+    if padding != "SAME":
+        return 0
+    effective = (kernel - 1) * dilation + 1
+    return max((out_size - 1) * stride + effective - in_size, 0) // 2
+
+
+class _Lowering:
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+        self.model, self.sg = ex.model, ex.sg
+        self.missing: dict[str, str] = {}
+
+    def name(self, op: Operator) -> str:
+        return self.model.op_name(op)
+
+    def shape(self, t: int) -> list[int]:
+        return self.sg.tensors[t].shape
+
+    def const(self, t: int) -> np.ndarray | None:
+        return None if t < 0 else self.model.tensor_data(self.sg.tensors[t])
+
+    def float_const(self, t: int) -> np.ndarray | None:
+        value = self.const(t)
+        return None if value is None else value.astype(np.float32)
+
+    def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...]) -> None:
+        import pyopencl as cl
+
+        bound = cl.Kernel(self.ex.program, kernel)
+        bound.set_args(*args)
+        self.ex.launches.append(Launch(oi, self.name(self.sg.operators[oi]), kernel, args, size, bound))
+
+    def grid(self, shape: list[int]) -> tuple[int, int, int]:
+        b, h, w, c = layout.bhwc(shape)
+        return (w, h, b * layout.slices(c))
+
+    def lower(self) -> None:
+        for t in self.sg.inputs:  # int8 interface inputs read only by a DEQUANTIZE: dequantized on the host
+            readers = [op for op in self.sg.operators if t in op.inputs]
+            if (
+                self.sg.tensors[t].type in _INT_TYPES
+                and readers
+                and all(self.name(op) == "DEQUANTIZE" for op in readers)
+            ):
+                self.ex.edges_in[t] = (readers[0].outputs[0], self.sg.tensors[t].quantization)
+        for t in self.sg.outputs:
+            op = next((o for o in self.sg.operators if t in o.outputs), None)
+            if self.sg.tensors[t].type in _INT_TYPES and op is not None and self.name(op) == "QUANTIZE":
+                self.ex.edges_out[t] = (op.inputs[0], self.sg.tensors[t].quantization)
+        for oi, op in enumerate(self.sg.operators):
+            name = self.name(op)
+            if name == "DEQUANTIZE" and op.inputs[0] in self.ex.edges_in:
+                continue
+            if name == "QUANTIZE" and op.outputs and op.outputs[0] in self.ex.edges_out:
+                continue
+            try:
+                self.lower_op(oi, op, name)
+            except movement.Unsupported as e:
+                self.missing.setdefault(name, str(e))
+            except ExecutorError as e:
+                self.missing.setdefault(name, str(e))
+        if self.missing:
+            items = "; ".join(f"{k} ({v})" if v != k else k for k, v in sorted(self.missing.items()))
+            raise ExecutorError(f"the executor cannot run: {items}")
+
+    def lower_op(self, oi: int, op: Operator, name: str) -> None:
+        opts = op.builtin_options.values if op.builtin_options is not None else {}
+        act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
+        handler: Callable[..., None] | None = {
+            "CONV_2D": self.conv2d,
+            "FULLY_CONNECTED": self.fully_connected,
+            "DEPTHWISE_CONV_2D": self.depthwise,
+            "AVERAGE_POOL_2D": self.pool,
+            "MAX_POOL_2D": self.pool,
+            "SOFTMAX": self.softmax,
+            "RESIZE_BILINEAR": self.resize,
+            "RESIZE_NEAREST_NEIGHBOR": self.resize,
+            "TRANSPOSE_CONV": self.transpose_conv,
+            "Convolution2DTransposeBias": self.transpose_conv,
+            "BATCH_MATMUL": self.batch_matmul,
+        }.get(name)
+        if handler is not None:
+            handler(oi, op, opts, act)
+        elif name in UNARY:
+            self.unary(
+                oi,
+                op,
+                UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0),
+                float(opts.get("alpha", 0.0)),
+            )
+        elif name in BINARY:
+            self.binary(oi, op, BINARY[name], act)
+        elif name in REDUCE:
+            self.reduce(oi, op, REDUCE[name], bool(opts.get("keep_dims", False)))
+        elif name in movement.MOVEMENT_OPS:
+            if act:
+                raise ExecutorError(f"{name} with a fused activation")
+            self.move(oi, op, name, opts)
+        else:
+            raise ExecutorError(name)
+
+    # -- compute ops --------------------------------------------------------------------------
+
+    def conv_weights(self, w: np.ndarray) -> np.ndarray:
+        """[O, kh, kw, I] -> [So][kh][kw][Si][4 in][4 out]."""
+        o, kh, kw, i = w.shape
+        so, si = layout.slices(o), layout.slices(i)
+        p = np.zeros((so * 4, kh, kw, si * 4), np.float32)
+        p[:o, :, :, :i] = w
+        return p.reshape(so, 4, kh, kw, si, 4).transpose(0, 2, 3, 4, 5, 1).ravel()
+
+    def bias(self, t: int, channels: int) -> np.ndarray:
+        b = np.zeros(layout.slices(channels) * 4, np.float32)
+        value = self.float_const(t) if t >= 0 else None
+        if t >= 0 and value is None:
+            raise ExecutorError("a runtime bias")
+        if value is not None:
+            b[:channels] = value.ravel()
+        return b
+
+    def conv2d(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        w = self.float_const(op.inputs[1])
+        if w is None:
+            raise ExecutorError("runtime weights")
+        xs, ys = self.shape(x), self.shape(y)
+        kh, kw = w.shape[1], w.shape[2]
+        sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
+        pad = _i2(
+            _same_pad(xs[2], ys[2], kw, sw, dw, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, dh, opts["padding"])
+        )
+        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
+        self.launch(
+            oi,
+            "conv2d",
+            [
+                self.ex.buffer(x),
+                self.ex.upload(self.conv_weights(w)),
+                self.ex.upload(bias),
+                self.ex.buffer(y),
+                _i4(layout.dims4(xs)),
+                _i4(layout.dims4(ys)),
+                np.int32(ys[-1]),
+                _i2(kw, kh),
+                _i2(sw, sh),
+                _i2(dw, dh),
+                pad,
+                np.int32(act),
+            ],
+            self.grid(ys),
+        )
+
+    def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        w = self.float_const(op.inputs[1])
+        if w is None:
+            raise ExecutorError("runtime weights")
+        o, i = w.shape
+        rows = int(np.prod(self.shape(x))) // i
+        src = self.ex.buffer(x)
+        if self.shape(x) != [rows, i]:
+            src = self.reshaped(oi, x, [rows, i])
+        dst_shape = [rows, o]
+        dst = self.ex.buffer(y) if self.shape(y) == dst_shape else self.ex.scratch(dst_shape)
+        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
+        self.launch(
+            oi,
+            "conv2d",
+            [
+                src,
+                self.ex.upload(self.conv_weights(w.reshape(o, 1, 1, i))),
+                self.ex.upload(bias),
+                dst,
+                _i4(layout.dims4([rows, i])),
+                _i4(layout.dims4(dst_shape)),
+                np.int32(o),
+                _i2(1, 1),
+                _i2(1, 1),
+                _i2(1, 1),
+                _i2(0, 0),
+                np.int32(act),
+            ],
+            self.grid(dst_shape),
+        )
+        if self.shape(y) != dst_shape:
+            self.copy_map(
+                oi, [(dst, dst_shape)], self.ex.buffer(y), self.shape(y), [np.arange(rows * o).reshape(self.shape(y))]
+            )
+
+    def depthwise(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        w = self.float_const(op.inputs[1])
+        if w is None:
+            raise ExecutorError("runtime weights")
+        xs, ys = self.shape(x), self.shape(y)
+        _, kh, kw, c = w.shape
+        wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
+        wp[:, :, :c] = w[0]
+        sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
+        pad = _i2(
+            _same_pad(xs[2], ys[2], kw, sw, dw, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, dh, opts["padding"])
+        )
+        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
+        self.launch(
+            oi,
+            "depthwise_conv2d",
+            [
+                self.ex.buffer(x),
+                self.ex.upload(wp.ravel()),
+                self.ex.upload(bias),
+                self.ex.buffer(y),
+                _i4(layout.dims4(xs)),
+                np.int32(xs[-1]),
+                _i4(layout.dims4(ys)),
+                np.int32(ys[-1]),
+                _i2(kw, kh),
+                _i2(sw, sh),
+                _i2(dw, dh),
+                pad,
+                np.int32(max(1, opts.get("depth_multiplier", 1))),
+                np.int32(act),
+            ],
+            self.grid(ys),
+        )
+
+    def transpose_conv(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        if self.name(op) == "TRANSPOSE_CONV":
+            w_t, x, bias_t = op.inputs[1], op.inputs[2], (op.inputs[3] if len(op.inputs) > 3 else -1)
+            sh, sw, padding = opts["stride_h"], opts["stride_w"], opts["padding"]
+        else:  # Convolution2DTransposeBias: [input, weights, bias], TfLiteTransposeConvParams in custom options
+            import struct
+
+            x, w_t, bias_t = op.inputs[0], op.inputs[1], op.inputs[2]
+            raw = bytes(op.custom_options or b"")
+            if len(raw) < 12:
+                raise ExecutorError("Convolution2DTransposeBias without its parameters")
+            pad_code, sw, sh = struct.unpack_from("<3i", raw)
+            padding = "SAME" if pad_code == 1 else "VALID"
+        w = self.float_const(w_t)
+        if w is None:
+            raise ExecutorError("runtime weights")
+        y = op.outputs[0]
+        xs, ys = self.shape(x), self.shape(y)
+        o, kh, kw, i = w.shape
+        pad_h = max((xs[1] - 1) * sh + kh - ys[1], 0) // 2 if padding == "SAME" else 0
+        pad_w = max((xs[2] - 1) * sw + kw - ys[2], 0) // 2 if padding == "SAME" else 0
+        self.launch(
+            oi,
+            "transpose_conv",
+            [
+                self.ex.buffer(x),
+                self.ex.upload(w.ravel()),
+                self.ex.upload(self.bias(bias_t, o)),
+                self.ex.buffer(y),
+                _i4(layout.dims4(xs)),
+                np.int32(i),
+                _i4(layout.dims4(ys)),
+                np.int32(o),
+                _i2(kw, kh),
+                _i2(sw, sh),
+                _i2(pad_w, pad_h),
+                np.int32(act),
+            ],
+            self.grid(ys),
+        )
+
+    def batch_matmul(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        a, b, y = op.inputs[0], op.inputs[1], op.outputs[0]
+        shapes = [self.shape(t) for t in (a, b, y)]
+        if any(len(s) < 2 or len(s) > 4 for s in shapes):
+            raise ExecutorError("BATCH_MATMUL of rank other than 2-4")
+        bufs = []
+        canon = []
+        for t, s in zip((a, b), shapes[:2], strict=True):
+            c = _matmul_shape(s)
+            canon.append(c)
+            bufs.append(self.ex.buffer(t) if len(s) >= 3 else self.reshaped(oi, t, c))
+        ys = _matmul_shape(shapes[2])
+        dst = self.ex.buffer(y) if len(shapes[2]) >= 3 else self.ex.scratch(ys)
+        adj_x, adj_y = int(bool(opts.get("adj_x"))), int(bool(opts.get("adj_y")))
+        k = canon[0][2] if adj_x else canon[0][3]
+        self.launch(
+            oi,
+            "batch_matmul",
+            [
+                bufs[0],
+                bufs[1],
+                dst,
+                _i4(layout.dims4(canon[0])),
+                _i4(layout.dims4(canon[1])),
+                _i4(layout.dims4(ys)),
+                np.int32(ys[3]),
+                np.int32(k),
+                np.int32(adj_x),
+                np.int32(adj_y),
+            ],
+            (ys[2], ys[1], ys[0] * layout.slices(ys[3])),
+        )
+        if len(shapes[2]) < 3:
+            n = int(np.prod(ys))
+            self.copy_map(oi, [(dst, ys)], self.ex.buffer(y), shapes[2], [np.arange(n).reshape(shapes[2])])
+
+    def unary(self, oi: int, op: Operator, code: int, param: float) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        if layout.bhwc(self.shape(x)) != layout.bhwc(self.shape(y)):
+            raise ExecutorError("an elementwise op whose output shape differs from its input")
+        self.launch(
+            oi,
+            "unary",
+            [
+                self.ex.buffer(x),
+                self.ex.buffer(y),
+                _i4(layout.dims4(self.shape(y))),
+                np.int32(self.shape(y)[-1] if self.shape(y) else 1),
+                np.int32(code),
+                np.float32(param),
+            ],
+            self.grid(self.shape(y)),
+        )
+
+    def operand(self, oi: int, t: int, rank: int) -> tuple[Any, list[int]]:
+        """A binary op's input in the layout of the output's rank (numpy's leading-1 alignment)."""
+        s = self.shape(t)
+        aligned = [1] * (rank - len(s)) + list(s)
+        if layout.bhwc(aligned) == layout.bhwc(s) or not s:
+            return self.ex.buffer(t), aligned
+        value = self.float_const(t)
+        if value is not None:
+            return self.ex.upload(layout.to_slices(value.reshape(aligned), aligned)), aligned
+        return self.reshaped(oi, t, aligned), aligned
+
+    def binary(self, oi: int, op: Operator, code: int, act: int) -> None:
+        y = op.outputs[0]
+        ys = self.shape(y)
+        (ab, a_s), (bb, b_s) = (self.operand(oi, t, len(ys)) for t in op.inputs[:2])
+        ad, bd = layout.bhwc(a_s), layout.bhwc(b_s)
+        self.launch(
+            oi,
+            "binary",
+            [
+                ab,
+                bb,
+                self.ex.buffer(y),
+                _i4(layout.dims4(a_s)),
+                np.int32(ad[3]),
+                _i4(layout.dims4(b_s)),
+                np.int32(bd[3]),
+                _i4(layout.dims4(ys)),
+                np.int32(layout.bhwc(ys)[3]),
+                np.int32(code),
+                np.int32(act),
+            ],
+            self.grid(ys),
+        )
+
+    def pool(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        xs, ys = self.shape(x), self.shape(y)
+        kh, kw, sh, sw = opts["filter_height"], opts["filter_width"], opts["stride_h"], opts["stride_w"]
+        pad = _i2(
+            _same_pad(xs[2], ys[2], kw, sw, 1, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, 1, opts["padding"])
+        )
+        self.launch(
+            oi,
+            "pool2d",
+            [
+                self.ex.buffer(x),
+                self.ex.buffer(y),
+                _i4(layout.dims4(xs)),
+                _i4(layout.dims4(ys)),
+                np.int32(ys[-1]),
+                _i2(kw, kh),
+                _i2(sw, sh),
+                pad,
+                np.int32(self.name(op) == "MAX_POOL_2D"),
+                np.int32(act),
+            ],
+            self.grid(ys),
+        )
+
+    def reduce(self, oi: int, op: Operator, code: int, keep_dims: bool) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        xs = self.shape(x)
+        axes_value = self.const(op.inputs[1])
+        if axes_value is None:
+            raise ExecutorError("runtime axes")
+        flags = [0, 0, 0, 0]
+        for a in axes_value.ravel():
+            flags[layout.bhwc_axis(len(xs), int(a))] = 1
+        b, h, w, c = layout.bhwc(xs)
+        kept = [1 if flags[0] else b, 1 if flags[1] else h, 1 if flags[2] else w, 1 if flags[3] else c]
+        same = layout.bhwc(self.shape(y)) == tuple(kept)
+        dst = self.ex.buffer(y) if same else self.ex.scratch(kept)
+        self.launch(
+            oi,
+            "reduce",
+            [
+                self.ex.buffer(x),
+                dst,
+                _i4(layout.dims4(xs)),
+                np.int32(c),
+                _i4(layout.dims4(kept)),
+                np.int32(kept[3]),
+                _i4(flags),
+                np.int32(code),
+            ],
+            self.grid(kept),
+        )
+        if not same:
+            n = int(np.prod(kept))
+            self.copy_map(oi, [(dst, kept)], self.ex.buffer(y), self.shape(y), [np.arange(n).reshape(self.shape(y))])
+
+    def softmax(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        b, h, w, c = layout.bhwc(self.shape(x))
+        self.launch(
+            oi,
+            "softmax",
+            [
+                self.ex.buffer(x),
+                self.ex.buffer(y),
+                _i4(layout.dims4(self.shape(x))),
+                np.int32(c),
+                np.float32(opts.get("beta", 1.0)),
+            ],
+            (w, h, b),
+        )
+
+    def resize(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        from pyopencl import cltypes
+
+        x, y = op.inputs[0], op.outputs[0]
+        xs, ys = self.shape(x), self.shape(y)
+        align, half = bool(opts.get("align_corners")), bool(opts.get("half_pixel_centers"))
+
+        def scale(i: int, o: int) -> float:
+            return (i - 1) / (o - 1) if align and o > 1 else i / o
+
+        self.launch(
+            oi,
+            "resize",
+            [
+                self.ex.buffer(x),
+                self.ex.buffer(y),
+                _i4(layout.dims4(xs)),
+                _i4(layout.dims4(ys)),
+                np.int32(ys[-1]),
+                cltypes.make_float2(scale(xs[2], ys[2]), scale(xs[1], ys[1])),  # type: ignore[attr-defined]
+                np.int32(self.name(op) == "RESIZE_BILINEAR"),
+                np.int32(align),
+                np.int32(half),
+            ],
+            self.grid(ys),
+        )
+
+    # -- data movement -----------------------------------------------------------------------
+
+    def move(self, oi: int, op: Operator, name: str, opts: dict[str, Any]) -> None:
+        data: list[np.ndarray | None] = []
+        consts: list[np.ndarray | None] = []
+        sources: list[tuple[Any, list[int]]] = []
+        base = 0
+        for i, t in enumerate(op.inputs):
+            value = self.const(t) if t >= 0 else None
+            if t < 0 or i in movement.PARAMS.get(name, ()):
+                data.append(None)
+                consts.append(value)
+                continue
+            n = int(np.prod(self.shape(t))) if self.shape(t) else 1
+            data.append(np.arange(base, base + n).reshape(self.shape(t)))
+            consts.append(value)
+            sources.append((self.ex.buffer(t), self.shape(t)))
+            base += n
+        results = movement.apply(name, data, consts, opts, [self.shape(t) for t in op.outputs])
+        fill = 0.0
+        if name == "PADV2" and len(op.inputs) > 2 and (value := self.const(op.inputs[2])) is not None:
+            fill = float(value.ravel()[0])
+        for t, res in zip(op.outputs, results, strict=True):
+            self.copy_map(oi, sources, self.ex.buffer(t), self.shape(t), [res], fill)
+
+    def reshaped(self, oi: int, t: int, shape: list[int]) -> Any:
+        """A copy of runtime tensor `t` laid out as `shape` (same elements, another rank)."""
+        dst = self.ex.scratch(shape)
+        n = int(np.prod(self.shape(t))) if self.shape(t) else 1
+        self.copy_map(oi, [(self.ex.buffer(t), self.shape(t))], dst, shape, [np.arange(n).reshape(shape)])
+        return dst
+
+    def copy_map(
+        self,
+        oi: int,
+        sources: list[tuple[Any, list[int]]],
+        dst: Any,
+        dst_shape: list[int],
+        results: list[np.ndarray],
+        fill: float = 0.0,
+    ) -> None:
+        """Launch copies so that element e of `dst` gets global source index results[0][e]."""
+        res = results[0].ravel().astype(np.int64)
+        dst_off = layout.offsets(dst_shape)
+        base = 0
+        for buf, shape in sources:
+            n = int(np.prod(shape)) if shape else 1
+            mask = (res >= base) & (res < base + n)
+            if mask.any():
+                src_off = layout.offsets(shape)[res[mask] - base]
+                self.copy_pairs(oi, buf, dst, dst_off[mask], src_off)
+            base += n
+        pad = res < 0
+        if pad.any() and fill != 0.0:  # PADV2's constant: copied from a one-value buffer
+            self.copy_pairs(oi, self.ex.upload(np.array([fill])), dst, dst_off[pad], np.zeros(int(pad.sum()), np.int32))
+
+    def copy_pairs(self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray) -> None:
+        n = len(dst_off)
+        self.launch(oi, "copy_pairs", [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (n,))
+
+    def index(self, values: np.ndarray) -> Any:
+        import pyopencl as cl
+
+        data = np.ascontiguousarray(values, np.int32)
+        assert self.ex.device is not None
+        return cl.Buffer(self.ex.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)

@@ -1,0 +1,109 @@
+// CONV_2D (and FULLY_CONNECTED as a 1x1 conv): one work item per output slice (x, y, b*S+s).
+// Weights are rearranged on the host to [So][kh][kw][Si][4 in lanes][4 out lanes].
+__kernel void conv2d(__global const FLT* src, __global const FLT* wt, __global const FLT* bias, __global FLT* dst,
+                     int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride, int2 dilation, int2 pad, int act) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 acc = LOAD4(s, bias);
+  for (int ky = 0; ky < kernel_size.y; ky++) {
+    int iy = y * stride.y - pad.y + ky * dilation.y;
+    if (iy < 0 || iy >= sd.y) continue;
+    for (int kx = 0; kx < kernel_size.x; kx++) {
+      int ix = x * stride.x - pad.x + kx * dilation.x;
+      if (ix < 0 || ix >= sd.z) continue;
+      int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
+      for (int is = 0; is < sd.w; is++, wi += 4) {
+        float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
+        acc += v.x * LOAD4(wi, wt) + v.y * LOAD4(wi + 1, wt) + v.z * LOAD4(wi + 2, wt) + v.w * LOAD4(wi + 3, wt);
+      }
+    }
+  }
+  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
+}
+
+// DEPTHWISE_CONV_2D: output channel o reads input channel o / multiplier; weights [kh][kw][Cp].
+__kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
+                               __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
+                               int2 dilation, int2 pad, int multiplier, int act) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 acc = LOAD4(s, bias);
+  for (int ky = 0; ky < kernel_size.y; ky++) {
+    int iy = y * stride.y - pad.y + ky * dilation.y;
+    if (iy < 0 || iy >= sd.y) continue;
+    for (int kx = 0; kx < kernel_size.x; kx++) {
+      int ix = x * stride.x - pad.x + kx * dilation.x;
+      if (ix < 0 || ix >= sd.z) continue;
+      float4 w = LOAD4((ky * kernel_size.x + kx) * dd.w + s, wt);
+      if (multiplier == 1) {
+        acc += LOAD4(slice_index(sd, b, iy, ix, s), src) * w;
+      } else {
+        int o = s * 4;
+        float4 v = (float4)(o < dc ? read1(src, sd, b, iy, ix, o / multiplier) : 0.0f,
+                            o + 1 < dc ? read1(src, sd, b, iy, ix, (o + 1) / multiplier) : 0.0f,
+                            o + 2 < dc ? read1(src, sd, b, iy, ix, (o + 2) / multiplier) : 0.0f,
+                            o + 3 < dc ? read1(src, sd, b, iy, ix, (o + 3) / multiplier) : 0.0f);
+        acc += v * w;
+      }
+    }
+  }
+  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
+}
+
+// TRANSPOSE_CONV and Convolution2DTransposeBias: weights [O][kh][kw][I] (plain), one lane at a time.
+__kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
+                             __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
+                             int2 pad, int act) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  float r[4];
+  for (int l = 0; l < 4; l++) {
+    int o = s * 4 + l;
+    float acc = 0.0f;
+    if (o < dc) {
+      acc = LOAD1(o, bias);
+      for (int ky = 0; ky < kernel_size.y; ky++) {
+        int ty = y + pad.y - ky;
+        if (ty < 0 || ty % stride.y) continue;
+        int iy = ty / stride.y;
+        if (iy >= sd.y) continue;
+        for (int kx = 0; kx < kernel_size.x; kx++) {
+          int tx = x + pad.x - kx;
+          if (tx < 0 || tx % stride.x) continue;
+          int ix = tx / stride.x;
+          if (ix >= sd.z) continue;
+          int wi = ((o * kernel_size.y + ky) * kernel_size.x + kx) * sc;
+          for (int i = 0; i < sc; i++) acc += read1(src, sd, b, iy, ix, i) * LOAD1(wi + i, wt);
+        }
+      }
+    }
+    r[l] = acc;
+  }
+  STORE4(mask_lanes(activate((float4)(r[0], r[1], r[2], r[3]), act), s, dc), slice_index(dd, b, y, x, s), dst);
+}
+
+// BATCH_MATMUL on [B, M, K] x [B, K, N] stored as BHWC (B, 1, M, K): one output slice of N.
+__kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __global FLT* dst, int4 ad, int4 bd,
+                           int4 dd, int dc, int k_size, int adj_x, int adj_y) {
+  int m = get_global_id(0), h = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (m >= dd.z || h >= dd.y || b >= dd.x) return;
+  int ab = ad.x == 1 ? 0 : b, ah = ad.y == 1 ? 0 : h, bb = bd.x == 1 ? 0 : b, bh = bd.y == 1 ? 0 : h;
+  float r[4];
+  for (int l = 0; l < 4; l++) {
+    int n = s * 4 + l;
+    float acc = 0.0f;
+    if (n < dc) {
+      for (int k = 0; k < k_size; k++) {
+        float va = adj_x ? read1(a, ad, ab, ah, k, m) : read1(a, ad, ab, ah, m, k);
+        float vb = adj_y ? read1(bm, bd, bb, bh, n, k) : read1(bm, bd, bb, bh, k, n);
+        acc += va * vb;
+      }
+    }
+    r[l] = acc;
+  }
+  STORE4((float4)(r[0], r[1], r[2], r[3]), slice_index(dd, b, h, m, s), dst);
+}

@@ -1,0 +1,89 @@
+// AVERAGE_POOL_2D / MAX_POOL_2D: padding cells do not count (TFLite's average divides by the
+// cells inside the input).
+__kernel void pool2d(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, int2 kernel_size,
+                     int2 stride, int2 pad, int is_max, int act) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
+  int count = 0;
+  for (int ky = 0; ky < kernel_size.y; ky++) {
+    int iy = y * stride.y - pad.y + ky;
+    if (iy < 0 || iy >= sd.y) continue;
+    for (int kx = 0; kx < kernel_size.x; kx++) {
+      int ix = x * stride.x - pad.x + kx;
+      if (ix < 0 || ix >= sd.z) continue;
+      float4 v = LOAD4(slice_index(sd, b, iy, ix, s), src);
+      acc = is_max ? fmax(acc, v) : acc + v;
+      count++;
+    }
+  }
+  if (!is_max) acc /= (float)max(count, 1);
+  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
+}
+
+// MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD over any of B, H, W, C (flags in `axes`).
+__kernel void reduce(__global const FLT* src, __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int4 axes,
+                     int op) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  int nb = axes.x ? sd.x : 1, nh = axes.y ? sd.y : 1, nw = axes.z ? sd.z : 1, nc = axes.w ? sc : 1;
+  float r[4];
+  for (int l = 0; l < 4; l++) {
+    int c = s * 4 + l;
+    if (c >= dc) { r[l] = 0.0f; continue; }
+    float acc = op == 2 ? -INFINITY : (op == 3 ? INFINITY : (op == 4 ? 1.0f : 0.0f));
+    for (int ib = 0; ib < nb; ib++)
+      for (int ih = 0; ih < nh; ih++)
+        for (int iw = 0; iw < nw; iw++)
+          for (int ic = 0; ic < nc; ic++) {
+            float v = read1(src, sd, axes.x ? ib : b, axes.y ? ih : y, axes.z ? iw : x, axes.w ? ic : c);
+            acc = op == 2 ? fmax(acc, v) : (op == 3 ? fmin(acc, v) : (op == 4 ? acc * v : acc + v));
+          }
+    r[l] = op == 0 ? acc / (float)(nb * nh * nw * nc) : acc;
+  }
+  STORE4((float4)(r[0], r[1], r[2], r[3]), slice_index(dd, b, y, x, s), dst);
+}
+
+// SOFTMAX over the channels of each (b, y, x).
+__kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c, float beta) {
+  int x = get_global_id(0), y = get_global_id(1), b = get_global_id(2);
+  if (x >= d.z || y >= d.y || b >= d.x) return;
+  float m = -INFINITY;
+  for (int i = 0; i < c; i++) m = fmax(m, read1(src, d, b, y, x, i));
+  float sum = 0.0f;
+  for (int i = 0; i < c; i++) sum += exp((read1(src, d, b, y, x, i) - m) * beta);
+  for (int s = 0; s < d.w; s++) {
+    int idx = slice_index(d, b, y, x, s);
+    float4 v = (LOAD4(idx, src) - m) * beta;
+    STORE4(mask_lanes(exp(v) / sum, s, c), idx, dst);
+  }
+}
+
+// RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR with TFLite's align_corners / half_pixel_centers.
+__kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, float2 scale,
+                     int bilinear, int align_corners, int half_pixel) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 r;
+  if (bilinear) {
+    float fy = half_pixel ? ((float)y + 0.5f) * scale.y - 0.5f : (float)y * scale.y;
+    float fx = half_pixel ? ((float)x + 0.5f) * scale.x - 0.5f : (float)x * scale.x;
+    int y0 = max((int)floor(fy), 0), x0 = max((int)floor(fx), 0);
+    int y1 = min((int)ceil(fy), sd.y - 1), x1 = min((int)ceil(fx), sd.z - 1);
+    float dy = fy - floor(fy), dx = fx - floor(fx);
+    if (fy < 0.0f) { dy = 0.0f; } if (fx < 0.0f) { dx = 0.0f; }
+    float4 a = LOAD4(slice_index(sd, b, y0, x0, s), src), bb = LOAD4(slice_index(sd, b, y0, x1, s), src);
+    float4 c0 = LOAD4(slice_index(sd, b, y1, x0, s), src), d1 = LOAD4(slice_index(sd, b, y1, x1, s), src);
+    r = a * (1.0f - dy) * (1.0f - dx) + bb * (1.0f - dy) * dx + c0 * dy * (1.0f - dx) + d1 * dy * dx;
+  } else {
+    float fy = half_pixel ? ((float)y + 0.5f) * scale.y : (float)y * scale.y;
+    float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
+    int iy = min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1);
+    int ix = min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1);
+    r = LOAD4(slice_index(sd, b, max(iy, 0), max(ix, 0), s), src);
+  }
+  STORE4(mask_lanes(r, s, dc), slice_index(dd, b, y, x, s), dst);
+}

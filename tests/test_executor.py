@@ -1,0 +1,396 @@
+"""The OpenCL executor against the LiteRT CPU interpreter: single ops over a grid, whole models.
+
+Runs on whatever OpenCL device is there (PoCL from pocl-binary-distribution on a machine
+without a GPU; GPULINT_CL_DEVICE picks another) and skips, saying why, when there is none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import CORPUS_FILES, NO_CORPUS
+
+from gpulint.executor import Executor, ExecutorError, select_device
+from gpulint.model import Model, read, to_bytes
+from gpulint.model.build import ModelBuilder, SubgraphBuilder
+
+try:
+    DEVICE = select_device()
+    NO_DEVICE = ""
+except ExecutorError as e:
+    DEVICE, NO_DEVICE = None, f"no OpenCL device: {e}"
+
+pytestmark = pytest.mark.skipif(DEVICE is None, reason=NO_DEVICE or "no OpenCL device")
+RNG = np.random.default_rng(0)
+
+
+def litert(model: Model, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The reference, in-process: these are small models the builder made, not hostile files."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=to_bytes(model))
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs, strict=True):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+def assert_matches(model: Model, inputs: list[np.ndarray] | None = None) -> None:
+    sg = model.subgraphs[0]
+    if inputs is None:
+        inputs = [RNG.uniform(-2, 2, sg.tensors[t].shape).astype(np.float32) for t in sg.inputs]
+    expected = litert(model, inputs)
+    got = Executor(model, DEVICE).run(inputs)
+    for e, g in zip(expected, got, strict=True):
+        assert e.shape == g.shape
+        np.testing.assert_allclose(g, e, rtol=0, atol=1e-5 * max(1.0, float(np.abs(e).max())))
+
+
+def single(build: Any) -> Model:
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    g.output(build(g))
+    return mb.build()
+
+
+def w(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def out_size(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    eff = (k - 1) * dilation + 1
+    return -(-size // stride) if padding == "SAME" else (size - eff) // stride + 1
+
+
+CONV_GRID = list(
+    itertools.product(
+        [1, 3, 4, 5, 9, 16, 17], [1, 4, 6, 17], [1, 3], [1, 2], [1, 2], ["SAME", "VALID"], ["NONE", "RELU6"]
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("cin", "cout", "k", "stride", "dilation", "padding", "act"), CONV_GRID[:: max(1, len(CONV_GRID) // 60)]
+)
+def test_conv2d(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str) -> None:
+    if stride > 1 and dilation > 1:
+        pytest.skip("TFLite refuses strided dilated convs")
+    size = 9
+    o = out_size(size, k, stride, dilation, padding)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, size, size, cin])
+        return g.op(
+            "CONV_2D",
+            [x, g.const("w", w(cout, k, k, cin)), g.const("b", w(cout))],
+            [1, o, o, cout],
+            options=dict(
+                padding=padding,
+                stride_w=stride,
+                stride_h=stride,
+                dilation_w_factor=dilation,
+                dilation_h_factor=dilation,
+                fused_activation_function=act,
+            ),
+        )
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize(
+    ("c", "multiplier", "k", "stride", "padding"),
+    [
+        (1, 1, 3, 1, "SAME"),
+        (5, 1, 3, 2, "SAME"),
+        (8, 1, 5, 1, "VALID"),
+        (3, 2, 3, 1, "SAME"),
+        (1, 4, 3, 1, "VALID"),
+        (17, 1, 3, 2, "VALID"),
+        (9, 1, 1, 1, "SAME"),
+    ],
+)
+def test_depthwise_conv2d(c: int, multiplier: int, k: int, stride: int, padding: str) -> None:
+    size = 8
+    o = out_size(size, k, stride, 1, padding)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, size, size, c])
+        return g.op(
+            "DEPTHWISE_CONV_2D",
+            [x, g.const("w", w(1, k, k, c * multiplier)), g.const("b", w(c * multiplier))],
+            [1, o, o, c * multiplier],
+            options=dict(
+                padding=padding,
+                stride_w=stride,
+                stride_h=stride,
+                depth_multiplier=multiplier,
+                fused_activation_function="RELU",
+            ),
+        )
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize("shape", [[1, 7], [3, 7], [1, 2, 2, 3]])
+def test_fully_connected(shape: list[int]) -> None:
+    i = int(np.prod(shape[1:])) if len(shape) > 2 else shape[-1]
+    rows = int(np.prod(shape)) // i
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", shape)
+        return g.op("FULLY_CONNECTED", [x, g.const("w", w(5, i)), g.const("b", w(5))], [rows, 5])
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize(
+    ("op", "a", "b"),
+    [
+        ("ADD", [1, 4, 4, 5], [1, 4, 4, 5]),
+        ("MUL", [1, 4, 4, 6], [6]),
+        ("SUB", [1, 4, 4, 3], [1, 1, 1, 3]),
+        ("MAXIMUM", [1, 4, 4, 9], [1, 4, 4, 1]),
+        ("MINIMUM", [2, 3, 5], [3, 5]),
+        ("SQUARED_DIFFERENCE", [1, 5, 7], [1, 5, 7]),
+        ("DIV", [1, 4, 4, 4], [1, 4, 4, 4]),
+        ("ADD", [1, 8], [1, 8]),
+    ],
+)
+@pytest.mark.parametrize("const_b", [False, True])
+def test_binary(op: str, a: list[int], b: list[int], const_b: bool) -> None:
+    out = list(np.broadcast_shapes(tuple(a), tuple(b)))
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("a", a)
+        y = g.const("b", w(*b) + (3 if op == "DIV" else 0)) if const_b else g.input("b", b)
+        return g.op(op, [x, y], out)
+
+    model = single(build)
+    inputs = [RNG.uniform(-2, 2, a).astype(np.float32)]
+    if not const_b:
+        inputs.append((RNG.uniform(-2, 2, b) + (3 if op == "DIV" else 0)).astype(np.float32))
+    assert_matches(model, inputs)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "RELU",
+        "RELU6",
+        "RELU_N1_TO_1",
+        "LOGISTIC",
+        "TANH",
+        "EXP",
+        "NEG",
+        "ABS",
+        "SQUARE",
+        "HARD_SWISH",
+        "GELU",
+        "ELU",
+        "LEAKY_RELU",
+    ],
+)
+@pytest.mark.parametrize("c", [1, 5, 8])
+def test_unary(op: str, c: int) -> None:
+    options = {"alpha": 0.2} if op == "LEAKY_RELU" else None
+    assert_matches(single(lambda g: g.op(op, [g.input("x", [1, 3, 4, c])], [1, 3, 4, c], options=options)))
+
+
+@pytest.mark.parametrize(
+    ("op", "k", "stride", "padding"),
+    [
+        ("AVERAGE_POOL_2D", 2, 2, "VALID"),
+        ("AVERAGE_POOL_2D", 3, 1, "SAME"),
+        ("MAX_POOL_2D", 3, 2, "SAME"),
+        ("MAX_POOL_2D", 2, 2, "VALID"),
+    ],
+)
+def test_pool(op: str, k: int, stride: int, padding: str) -> None:
+    o = out_size(8, k, stride, 1, padding)
+    assert_matches(
+        single(
+            lambda g: g.op(
+                op,
+                [g.input("x", [1, 8, 8, 6])],
+                [1, o, o, 6],
+                options=dict(padding=padding, stride_w=stride, stride_h=stride, filter_width=k, filter_height=k),
+            )
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "keep", "op"),
+    [
+        ([1, 6, 6, 5], [1, 2], False, "MEAN"),
+        ([1, 6, 6, 5], [1, 2], True, "MEAN"),
+        ([1, 32, 48], [-1], True, "MEAN"),
+        ([1, 4, 4, 7], [3], True, "SUM"),
+        ([1, 4, 4, 7], [1], False, "REDUCE_MAX"),
+    ],
+)
+def test_reduce(shape: list[int], axes: list[int], keep: bool, op: str) -> None:
+    out = [1 if (i in [a % len(shape) for a in axes]) else d for i, d in enumerate(shape)]
+    if not keep:
+        out = [d for i, d in enumerate(shape) if i not in [a % len(shape) for a in axes]]
+    assert_matches(
+        single(
+            lambda g: g.op(
+                op, [g.input("x", shape), g.const("axes", np.array(axes, np.int32))], out, options=dict(keep_dims=keep)
+            )
+        )
+    )
+
+
+@pytest.mark.parametrize("shape", [[1, 10], [1, 4, 4, 6], [2, 3, 17]])
+def test_softmax(shape: list[int]) -> None:
+    assert_matches(single(lambda g: g.op("SOFTMAX", [g.input("x", shape)], shape, options=dict(beta=1.0))))
+
+
+@pytest.mark.parametrize(
+    ("op", "align", "half"),
+    [
+        ("RESIZE_BILINEAR", False, False),
+        ("RESIZE_BILINEAR", True, False),
+        ("RESIZE_BILINEAR", False, True),
+        ("RESIZE_NEAREST_NEIGHBOR", False, False),
+    ],
+)
+def test_resize(op: str, align: bool, half: bool) -> None:
+    assert_matches(
+        single(
+            lambda g: g.op(
+                op,
+                [g.input("x", [1, 5, 7, 6]), g.const("size", np.array([10, 13], np.int32))],
+                [1, 10, 13, 6],
+                options=dict(align_corners=align, half_pixel_centers=half),
+            )
+        )
+    )
+
+
+MOVES: list[tuple[str, list[int], list[Any], list[int], dict[str, Any]]] = [
+    ("RESHAPE", [1, 4, 4, 6], [np.array([1, 16, 6], np.int32)], [1, 16, 6], {}),
+    ("RESHAPE", [1, 2, 2, 8], [np.array([1, 32], np.int32)], [1, 32], {}),
+    ("TRANSPOSE", [1, 3, 4, 5], [np.array([0, 3, 1, 2], np.int32)], [1, 5, 3, 4], {}),
+    ("PAD", [1, 3, 3, 5], [np.array([[0, 0], [1, 2], [2, 1], [0, 3]], np.int32)], [1, 6, 6, 8], {}),
+    (
+        "MIRROR_PAD",
+        [1, 4, 4, 2],
+        [np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32)],
+        [1, 6, 8, 2],
+        {"mode": "REFLECT"},
+    ),
+    ("DEPTH_TO_SPACE", [1, 3, 3, 12], [], [1, 6, 6, 3], {"block_size": 2}),
+    ("SPACE_TO_DEPTH", [1, 6, 6, 3], [], [1, 3, 3, 12], {"block_size": 2}),
+    (
+        "SPACE_TO_BATCH_ND",
+        [1, 6, 6, 3],
+        [np.array([2, 2], np.int32), np.array([[1, 1], [1, 1]], np.int32)],
+        [4, 4, 4, 3],
+        {},
+    ),
+    (
+        "BATCH_TO_SPACE_ND",
+        [4, 4, 4, 3],
+        [np.array([2, 2], np.int32), np.array([[1, 1], [0, 2]], np.int32)],
+        [1, 6, 6, 3],
+        {},
+    ),
+    (
+        "STRIDED_SLICE",
+        [1, 6, 6, 5],
+        [np.array([0, 1, 0, 1], np.int32), np.array([1, 5, 6, 4], np.int32), np.array([1, 2, 1, 1], np.int32)],
+        [1, 2, 6, 3],
+        {},
+    ),
+    ("SLICE", [1, 6, 6, 5], [np.array([0, 1, 2, 0], np.int32), np.array([1, 3, 2, 5], np.int32)], [1, 3, 2, 5], {}),
+]
+
+
+@pytest.mark.parametrize(("op", "shape", "params", "out", "options"), MOVES, ids=[m[0] for m in MOVES])
+def test_data_movement(op: str, shape: list[int], params: list[Any], out: list[int], options: dict[str, Any]) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", shape)
+        return g.op(op, [x, *(g.const(f"p{i}", p) for i, p in enumerate(params))], out, options=options or None)
+
+    assert_matches(single(build))
+
+
+def test_concatenation_of_runtime_and_constant_tensors() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        a, b = g.input("a", [1, 4, 4, 3]), g.input("b", [1, 4, 4, 6])
+        return g.op("CONCATENATION", [a, b, g.const("c", w(1, 4, 4, 2))], [1, 4, 4, 11], options=dict(axis=3))
+
+    assert_matches(single(build))
+
+
+def test_transpose_conv_and_batch_matmul() -> None:
+    def tconv(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 4, 4, 6])
+        return g.op(
+            "TRANSPOSE_CONV",
+            [g.const("shape", np.array([1, 8, 8, 5], np.int32)), g.const("w", w(5, 3, 3, 6)), x],
+            [1, 8, 8, 5],
+            options=dict(padding="SAME", stride_w=2, stride_h=2),
+        )
+
+    assert_matches(single(tconv))
+
+    def matmul(g: SubgraphBuilder) -> int:
+        a, b = g.input("a", [2, 5, 7]), g.input("b", [2, 7, 6])
+        return g.op("BATCH_MATMUL", [a, b], [2, 5, 6])
+
+    assert_matches(single(matmul))
+
+
+def test_an_op_it_cannot_run_is_named() -> None:
+    model = single(
+        lambda g: g.op("ARG_MAX", [g.input("x", [1, 8]), g.const("a", np.array([1], np.int32))], [1], dtype="INT64")
+    )
+    with pytest.raises(ExecutorError, match=r"the executor cannot run: ARG_MAX"):
+        Executor(model, DEVICE)
+
+
+FLOAT_MODELS = [p for p in CORPUS_FILES if not p.stem.endswith(("_int8", "_int8io32", "_dr8"))]
+EXPECTED_MISSING = {"decoder_5d_reshape_f32": "RESHAPE", "lstm_seq16_f32": "WHILE", "unsupported_mix_f32": "ARG_MAX"}
+
+
+@pytest.mark.skipif(not FLOAT_MODELS, reason=NO_CORPUS)
+@pytest.mark.parametrize("path", FLOAT_MODELS, ids=[p.name for p in FLOAT_MODELS])
+def test_float_corpus_models_match_litert(path: Path) -> None:
+    from gpulint import reference
+
+    model = read(path)
+    if path.stem in EXPECTED_MISSING:
+        with pytest.raises(ExecutorError, match=EXPECTED_MISSING[path.stem]):
+            Executor(model, DEVICE)
+        return
+    inputs = reference.random_inputs(model, seed=0)
+    expected = reference.run(path, inputs)
+    got = Executor(model, DEVICE).run(inputs)
+    for e, g in zip(expected, got, strict=True):
+        span = float(np.ptp(e.astype(np.float64))) or 1.0
+        assert float(np.abs(g - e).max()) <= 1e-4 * span
+
+
+def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
+    code = (
+        "import time, os; from gpulint.executor import select_device; from gpulint.executor.device import program;"
+        "d = select_device(); t = time.perf_counter(); program(d, False); print(time.perf_counter() - t)"
+    )
+    env = {"GPULINT_CACHE_DIR": str(tmp_path / "cache")}
+    import os
+
+    first = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True)
+    second = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert any((tmp_path / "cache").rglob("*")), "nothing was cached"
+    assert float(second.stdout.split()[-1]) < float(first.stdout.split()[-1])
