@@ -258,6 +258,9 @@ def fix(
         bool, typer.Option(help="Do not prove the passes on the LiteRT CPU interpreter (nothing checks the outputs).")
     ] = False,
     html: Annotated[Path | None, typer.Option(help="Also write an HTML report with the before and after.")] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Run `gpulint verify` on the result; write nothing if it fails.")
+    ] = False,
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
@@ -313,6 +316,8 @@ def fix(
         before, after = check_model(model, path, Settings()), check_model(fixed, path, Settings())
         summary = FixSummary(report, before, after, os.path.getsize(path), len(to_bytes(fixed)))
         _write_report(html, [model_section(model, before, Settings(), os.path.getsize(path), summary)])
+    if verify:
+        _verify_fixed(path, fixed)
     if dry_run or output is None:
         return
     try:
@@ -322,6 +327,27 @@ def fix(
     except (OSError, ValueError) as e:
         fail(output, getattr(e, "strerror", None) or str(e))
     typer.echo(f"{path}: wrote {output}")
+
+
+def _verify_fixed(path: str, fixed: Model) -> None:
+    """The fixed model on the executor against the original on the CPU; exit 1 on FAIL."""
+    import tempfile
+
+    from gpulint.model import LossyWriteError, write
+    from gpulint.verify import Request
+
+    with tempfile.TemporaryDirectory(prefix="gpulint-fix-") as tmp:
+        candidate = Path(tmp, "candidate.tflite")
+        try:
+            write(fixed, candidate, allow_loss=True)
+        except (LossyWriteError, OSError, ValueError) as e:
+            fail(path, f"cannot stage the fixed model for --verify: {e}")
+        result = _run_verify(Request(Path(path), candidate), None)
+    result.candidate = "fixed model"
+    typer.echo(_verify_text(result))
+    if not result.passed:
+        typer.echo(f"gpulint: {path}: the fixed model fails verification; nothing written", err=True)
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
@@ -342,6 +368,144 @@ def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
     gone, new = found[0] - found[1], found[1] - found[0]
     lines.append("check findings gone: " + (", ".join(f"{c} x{n}" for c, n in sorted(gone.items())) or "none"))
     lines.append("check findings new: " + (", ".join(f"{c} x{n}" for c, n in sorted(new.items())) or "none"))
+    return "\n".join(lines)
+
+
+class VerifyFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class Precision(StrEnum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+
+
+class Distribution(StrEnum):
+    uniform = "uniform"
+    normal = "normal"
+
+
+@app.command()
+def verify(
+    path: Annotated[str, typer.Argument(help="The original .tflite model (the reference runs it).")],
+    candidate: Annotated[
+        Path | None, typer.Option(help="The model to run on the executor (default: the original).")
+    ] = None,
+    runs: Annotated[int, typer.Option(min=1, help="Runs with different random inputs.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of the first run's inputs.")] = 0,
+    distribution: Annotated[Distribution, typer.Option(help="Random float inputs.")] = Distribution.uniform,
+    inputs: Annotated[Path | None, typer.Option(help="Inputs from an .npz (by input name, or arr_0...).")] = None,
+    precision: Annotated[Precision, typer.Option(help="The executor's precision.")] = Precision.fp32,
+    device: Annotated[
+        str | None, typer.Option(help="OpenCL device: `platform:device` or part of its name (env GPULINT_CL_DEVICE).")
+    ] = None,
+    target: Annotated[str, typer.Option(help="Whose rules decide the GPU partition.")] = "classic",
+    atol: Annotated[float | None, typer.Option(help="Absolute tolerance for every output.")] = None,
+    rtol: Annotated[float, typer.Option(help="Relative tolerance, with --atol or --tolerance.")] = 0.0,
+    tolerance: Annotated[
+        list[str] | None, typer.Option(help="Per output: NAME=ATOL or NAME=ATOL:RTOL (repeatable).")
+    ] = None,
+    bisect: Annotated[bool, typer.Option(help="On FAIL, name the first op whose output diverges.")] = False,
+    save_reference: Annotated[Path | None, typer.Option(help="Save the inputs and CPU outputs to an .npz.")] = None,
+    reference_file: Annotated[
+        Path | None, typer.Option("--reference", help="Use a saved reference instead of running the CPU.")
+    ] = None,
+    output_format: Annotated[VerifyFormat, typer.Option("--format", help="Output format.")] = VerifyFormat.text,
+) -> None:
+    """Run the model on the OpenCL executor (CPU partitions on LiteRT) and compare with the LiteRT
+    CPU interpreter. Exit 0 PASS, 1 FAIL, 2 error."""
+    from gpulint.verify import Request, Tolerance
+
+    tols: dict[str, Tolerance] = {}
+    if atol is not None:
+        tols["*"] = Tolerance(atol, rtol, "--atol")
+    for item in tolerance or []:
+        name, _, value = item.rpartition("=")
+        try:
+            a, _, r = value.partition(":")
+            tols[name] = Tolerance(float(a), float(r) if r else 0.0, "--tolerance")
+        except ValueError:
+            fail(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
+        if not name:
+            fail(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
+    if inputs is not None and reference_file is not None:
+        fail(None, "--inputs and --reference both give inputs; use one")
+    req = Request(
+        Path(path),
+        candidate,
+        runs,
+        seed,
+        distribution.value,
+        inputs,
+        precision.value,
+        target,
+        tols,
+        bisect,
+        save_reference,
+        reference_file,
+    )
+    result = _run_verify(req, device)
+    if output_format is VerifyFormat.json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        typer.echo(_verify_text(result))
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _run_verify(req: Any, device_spec: str | None) -> Any:
+    from gpulint.executor import ExecutorError, select_device
+    from gpulint.model import ModelError, read
+    from gpulint.reference import ReferenceError
+    from gpulint.verify import VerifyError, verify
+
+    where: Path = req.model_path
+    try:
+        original = read(req.model_path)
+        where = req.candidate_path or req.model_path
+        candidate = read(where) if req.candidate_path is not None else original
+        return verify(req, original, candidate, select_device(device_spec))
+    except (ModelError, ReferenceError, ExecutorError, VerifyError, ValueError) as e:
+        fail(where, clean(str(e), 1000) or "")
+    except OSError as e:
+        fail(where, e.strerror or str(e))
+
+
+def _verify_text(result: Any) -> str:
+    lines = [
+        f"{clean(result.candidate, 300)}: {'PASS' if result.passed else 'FAIL'} against the LiteRT CPU interpreter "
+        f"on {clean(result.model, 300)} ({result.runs} run(s), {result.precision}, {result.device})"
+    ]
+    for p in result.partitions:
+        lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
+    for o in result.outputs:
+        m = o.metrics
+        status = "PASS" if o.passed else "FAIL"
+        detail = (
+            f"max abs {m['max_abs_error']:.3g} (tolerance {o.tolerance.atol:.3g}"
+            f"{f' + {o.tolerance.rtol:g} x |ref|' if o.tolerance.rtol else ''}), mean abs {m['mean_abs_error']:.3g}, "
+            f"max rel {m['max_rel_error']:.3g}, cosine {m['cosine_similarity']:.6f}"
+            if m
+            else ""
+        )
+        if "top1_agreement" in m:
+            detail += f", top-1 {m['top1_agreement']:.0%}, top-5 {m['top5_agreement']:.0%}"
+        lines.append(f"  {status} {clean(o.name, 200)} {o.dtype}{o.shape}: {detail}")
+        if o.reason:
+            lines.append(f"       {o.reason}")
+    if result.attribution:
+        lines.append(f"  attribution: {result.attribution}")
+    if result.bisect is not None:
+        b = result.bisect
+        if b.get("op"):
+            lines.append(
+                f"  first divergence: op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
+                f"(max abs {b['max_abs_error']:.3g}, tolerance {b['tolerance']:.3g}; {b['compared']} tensors compared)"
+            )
+        else:
+            lines.append(f"  bisect: {b['note']} ({b['compared']} tensors compared)")
+    secs = ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items())
+    lines.append(f"  time: {secs}")
     return "\n".join(lines)
 
 

@@ -145,7 +145,7 @@ def unsafe_candidates(model: Model) -> list[str]:
     return names
 
 
-def _adapt(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.ndarray]:
+def adapt_inputs(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.ndarray]:
     """Inputs for a model whose inputs grew channels (rgba-input): the extra lanes are noise.
     Returns `inputs` itself when nothing grew."""
     rng = np.random.default_rng(seed + 1000)
@@ -254,7 +254,7 @@ def _run_all(path: Path, inputs: list[np.ndarray], snapshots: list[Model], seed:
         for i, snap in enumerate(snapshots):
             paths.append(Path(tmp, f"step{i}.tflite"))
             write(snap, paths[-1])
-        feeds = [inputs] + [_adapt(inputs, s, seed) for s in snapshots]
+        feeds = [inputs] + [adapt_inputs(inputs, s, seed) for s in snapshots]
         results: list[list[np.ndarray] | str] = []
         try:
             if all(f is inputs for f in feeds):

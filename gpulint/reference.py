@@ -25,8 +25,9 @@ class ReferenceError(RuntimeError):
     """The interpreter refused or crashed on the model."""
 
 
-def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
-    """Seeded inputs for the main subgraph: uniform [-1, 1) floats, quantized ranges for ints."""
+def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") -> list[np.ndarray]:
+    """Seeded inputs for the main subgraph: uniform [-1, 1) or standard normal floats, quantized
+    through the input's scale for quantized inputs, small integers for other ints."""
     rng = np.random.default_rng(seed)
     sg = model.subgraphs[0]
     out = []
@@ -37,9 +38,18 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
         if dtype is None:
             raise ReferenceError(f"input {t.name!r} has type {t.type}, which gpulint cannot generate")
         if dtype.kind == "f":
-            out.append(rng.uniform(-1, 1, shape).astype(dtype))
+            values = rng.standard_normal(shape) if distribution == "normal" else rng.uniform(-1, 1, shape)
+            out.append(values.astype(dtype))
         elif dtype.kind == "b":
             out.append(rng.integers(0, 2, shape).astype(dtype))
+        elif t.quantization is not None and t.quantization.scale and len(t.quantization.scale) == 1:
+            # A quantized input: the float distribution, quantized as the model's own quantizer
+            # would, so activations stay inside the ranges it was calibrated for.
+            q, info = t.quantization, np.iinfo(dtype)
+            assert q.scale is not None
+            values = rng.standard_normal(shape) if distribution == "normal" else rng.uniform(-1, 1, shape)
+            zp = q.zero_point[0] if q.zero_point else 0
+            out.append(np.clip(np.round(values / q.scale[0]) + zp, info.min, info.max).astype(dtype))
         else:
             info = np.iinfo(dtype)
             lo, hi = max(info.min, -128), min(info.max, 127)
@@ -68,17 +78,45 @@ def run(model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: f
     return run_models([model_path], inputs, timeout)[0]
 
 
+def run_all_tensors(
+    model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float | None = None
+) -> dict[str, np.ndarray]:
+    """Every tensor the interpreter holds after one run, by name (for bisecting a divergence)."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        dst = Path(tmp, "all.npz")
+        _child_run([ALL_TENSORS, model_path], [dst], inputs, timeout)
+        with np.load(dst) as z:
+            return {k: z[k] for k in z.files}
+
+
 def run_models(
     model_paths: Sequence[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float | None = None
 ) -> list[list[np.ndarray]]:
     """Run several models on the same inputs in one child process (one interpreter start)."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
+        _child_run(list(model_paths), dsts, inputs, timeout)
+        outputs = []
+        for dst in dsts:
+            with np.load(dst) as z:
+                outputs.append([z[f"arr_{i}"] for i in range(len(z.files))])
+        return outputs
+
+
+ALL_TENSORS = "--all-tensors"  # marks the next model as one whose every tensor is saved
+
+
+def _child_run(
+    model_args: Sequence[str | os.PathLike[str]], dsts: list[Path], inputs: list[np.ndarray], timeout: float | None
+) -> None:
+    model_paths = [m for m in model_args if m != ALL_TENSORS]
     limit = timeout if timeout is not None else time_limit(model_paths)
     names = ", ".join(map(str, model_paths))
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
         src = Path(tmp, "in.npz")
         np.savez(src, *inputs)
-        dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
-        args = [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
+        args = [ALL_TENSORS] if model_args[0] == ALL_TENSORS else []
+        args += [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "gpulint.reference", str(src), *args],
@@ -94,20 +132,17 @@ def run_models(
         if proc.returncode != 0:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
             raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
-        outputs = []
-        for dst in dsts:
-            with np.load(dst) as z:
-                outputs.append([z[f"arr_{i}"] for i in range(len(z.files))])
-        return outputs
 
 
 def _child(src: str, pairs: list[str]) -> None:
     from ai_edge_litert.interpreter import Interpreter
 
+    every = bool(pairs) and pairs[0] == ALL_TENSORS
+    pairs = pairs[1:] if every else pairs
     with np.load(src) as z:
         inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
     for model_path, dst in zip(pairs[::2], pairs[1::2], strict=True):
-        it = Interpreter(model_path=model_path)
+        it = Interpreter(model_path=model_path, experimental_preserve_all_tensors=every)
         details = it.get_input_details()
         for d, x in zip(details, inputs, strict=True):
             if list(d["shape"]) != list(x.shape):
@@ -116,7 +151,22 @@ def _child(src: str, pairs: list[str]) -> None:
         for d, x in zip(details, inputs, strict=True):
             it.set_tensor(d["index"], x)
         it.invoke()
-        np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+        if every:
+            np.savez(dst, **_all_tensors(it))  # type: ignore[arg-type]
+        else:
+            np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+
+
+def _all_tensors(it: object) -> dict[str, np.ndarray]:
+    saved: dict[str, np.ndarray] = {}
+    for d in it.get_tensor_details():  # type: ignore[attr-defined]
+        try:
+            value = it.get_tensor(d["index"])  # type: ignore[attr-defined]
+        except ValueError:  # a tensor with no data (freed or never allocated)
+            continue
+        if d["name"] not in saved:
+            saved[d["name"]] = value
+    return saved
 
 
 if __name__ == "__main__":

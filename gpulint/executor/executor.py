@@ -22,6 +22,7 @@ from gpulint.fix import clone
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator
 from gpulint.passes import PassOptions, registry
+from gpulint.passes.edit import dequantize
 
 UNARY = {
     "RELU": 0,
@@ -172,6 +173,24 @@ class Executor:
             ]
         return outputs
 
+    def intermediates(self) -> dict[str, np.ndarray]:
+        """After a run: every tensor an op wrote, by name, as float (each tensor has a buffer of
+        its own, so nothing was overwritten). For finding the first op that diverges."""
+        import pyopencl as cl
+
+        assert self.device is not None
+        out: dict[str, np.ndarray] = {}
+        for op in self.sg.operators:
+            for t in op.outputs:
+                name = self.sg.tensors[t].name or f"tensor {t}"
+                if t not in self.buffers or name in out:
+                    continue
+                shape = self.sg.tensors[t].shape
+                host = np.empty(layout.size(shape), self.dtype)
+                cl.enqueue_copy(self.device.queue, host, self.buffers[t])
+                out[name] = layout.from_slices(host.astype(np.float32), shape)
+        return out
+
 
 _INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
 
@@ -276,6 +295,13 @@ class _Lowering:
         return None if t < 0 else self.model.tensor_data(self.sg.tensors[t])
 
     def float_const(self, t: int) -> np.ndarray | None:
+        """A constant as float: int8 weights of hybrid (dynamic-range) ops scaled as the delegate
+        dequantizes them once at init."""
+        if t < 0:
+            return None
+        tensor = self.sg.tensors[t]
+        if tensor.type in ("INT8", "UINT8", "INT16") and tensor.quantization is not None and tensor.quantization.scale:
+            return dequantize(self.model, tensor)
         value = self.const(t)
         return None if value is None else value.astype(np.float32)
 
@@ -334,6 +360,7 @@ class _Lowering:
             "TRANSPOSE_CONV": self.transpose_conv,
             "Convolution2DTransposeBias": self.transpose_conv,
             "BATCH_MATMUL": self.batch_matmul,
+            "CUMSUM": self.cumsum,
         }.get(name)
         if handler is not None:
             handler(oi, op, opts, act)
@@ -665,6 +692,23 @@ class _Lowering:
         if not same:
             n = int(np.prod(kept))
             self.copy_map(oi, [(dst, kept)], self.ex.buffer(y), self.shape(y), [np.arange(n).reshape(self.shape(y))])
+
+    def cumsum(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        x, y = op.inputs[0], op.outputs[0]
+        axis = self.const(op.inputs[1])
+        if axis is None:
+            raise ExecutorError("CUMSUM with a runtime axis")
+        xs = self.shape(x)
+        args = [
+            self.ex.buffer(x),
+            self.ex.buffer(y),
+            _i4(layout.dims4(xs)),
+            np.int32(layout.bhwc(xs)[3]),
+            np.int32(layout.bhwc_axis(len(xs), int(axis.ravel()[0]))),
+            np.int32(bool(opts.get("exclusive", False))),
+            np.int32(bool(opts.get("reverse", False))),
+        ]
+        self.launch(oi, "cumsum", args, self.grid(xs))
 
     def softmax(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]

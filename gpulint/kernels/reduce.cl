@@ -87,3 +87,26 @@ __kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 d
   }
   STORE4(mask_lanes(r, s, dc), slice_index(dd, b, y, x, s), dst);
 }
+
+// CUMSUM along one of B, H, W, C (axis 0..3), with TFLite's exclusive and reverse; summed in
+// index order, as the interpreter sums.
+__kernel void cumsum(__global const FLT* src, __global FLT* dst, int4 d, int c, int axis, int exclusive,
+                     int reverse) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int b = z / d.w, s = z % d.w;
+  if (x >= d.z || y >= d.y || b >= d.x) return;
+  int n = axis == 0 ? d.x : (axis == 1 ? d.y : (axis == 2 ? d.z : c));
+  float r[4];
+  for (int l = 0; l < 4; l++) {
+    int ch = s * 4 + l;
+    if (ch >= c) { r[l] = 0.0f; continue; }
+    int pos = axis == 0 ? b : (axis == 1 ? y : (axis == 2 ? x : ch));
+    int lo = reverse ? pos + exclusive : 0;
+    int hi = reverse ? n : pos + 1 - exclusive;
+    float acc = 0.0f;
+    for (int i = lo; i < hi; i++)
+      acc += read1(src, d, axis == 0 ? i : b, axis == 1 ? i : y, axis == 2 ? i : x, axis == 3 ? i : ch);
+    r[l] = acc;
+  }
+  STORE4((float4)(r[0], r[1], r[2], r[3]), slice_index(d, b, y, x, s), dst);
+}

@@ -1,0 +1,229 @@
+"""`gpulint verify`: metrics, tolerances, partitioned runs, attribution, bisect, saved references,
+`fix --verify`, and the corpus end to end (PASS as given and after fix)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import corpus_params
+from helpers import conv_model
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.executor import ExecutorError, select_device
+from gpulint.model import Model, read, write
+from gpulint.model.build import ModelBuilder
+from gpulint.verify import Tolerance, judge, metrics
+
+try:
+    select_device()
+    NO_DEVICE = ""
+except ExecutorError as e:
+    NO_DEVICE = f"no OpenCL device: {e}"
+needs_device = pytest.mark.skipif(bool(NO_DEVICE), reason=NO_DEVICE or "-")
+runner = CliRunner()
+RNG = np.random.default_rng(3)
+
+
+def verify_json(*args: str) -> tuple[int, dict[str, object]]:
+    r = runner.invoke(app, ["verify", *args, "--format", "json"])
+    assert r.exit_code in (0, 1), r.output
+    return r.exit_code, json.loads(r.stdout)
+
+
+def split_model() -> Model:
+    """CONV_2D -> REVERSE_V2 (no GPU implementation) -> CONV_2D -> CONV_2D: a CPU partition."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("image", [1, 8, 8, 4])
+    y = x
+    for i in range(3):
+        w = g.const(f"w{i}", RNG.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3)
+        b = g.const(f"b{i}", RNG.standard_normal(4).astype(np.float32))
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU")
+        y = g.op("CONV_2D", [x if i == 0 else y, w, b], [1, 8, 8, 4], options=opts, out_name=f"conv{i}")
+        if i == 0:
+            y = g.op("REVERSE_V2", [y, g.const("axis", np.array([2], np.int32))], [1, 8, 8, 4], out_name="reverse")
+    g.output(y)
+    return mb.build()
+
+
+# -- metrics and judging (no device needed) ---------------------------------------------------
+
+
+def test_metrics_identical_and_classifier() -> None:
+    a = RNG.standard_normal((1, 20)).astype(np.float32)
+    m = metrics(a, a.copy())
+    assert m["max_abs_error"] == 0 and m["cosine_similarity"] == pytest.approx(1.0)
+    assert m["top1_agreement"] == 1.0 and m["top5_agreement"] == 1.0
+
+
+def test_metrics_report_what_would_pass() -> None:
+    a = np.array([1.0, 2.0, -4.0], np.float32)
+    b = np.array([1.0, 2.5, -4.0], np.float32)
+    m = metrics(a, b)
+    assert m["max_abs_error"] == pytest.approx(0.5)
+    assert m["required_atol"] == pytest.approx(0.5)
+    assert m["required_rtol"] == pytest.approx(0.25)
+    assert m["mean_abs_error"] == pytest.approx(0.5 / 3)
+
+
+def test_judge_default_tolerance_scales_with_output() -> None:
+    ref = np.linspace(-100, 100, 50).astype(np.float32)
+    close = ref + 1e-3  # 5e-6 of the range: within fp32's 1e-4
+    far = ref.copy()
+    far[7] += 1.0
+    assert judge("y", [ref], [close], None, "fp32", None).passed
+    res = judge("y", [ref], [far], None, "fp32", None)
+    assert not res.passed and "1 of 50" in res.reason
+    assert judge("y", [ref], [far], None, "fp16", None).passed  # 1e-2 of the range allows it
+
+
+def test_judge_nan_and_shape_and_quantized_steps() -> None:
+    ref = np.zeros(4, np.float32)
+    got = ref.copy()
+    got[1] = np.nan
+    assert "NaN" in judge("y", [ref], [got], None, "fp32", None).reason
+    assert "shape" in judge("y", [ref], [np.zeros(5, np.float32)], None, "fp32", None).reason
+    q = np.array([10, 20, 30], np.int8)
+    assert judge("q", [q], [q + 3], None, "fp32", 0.1).passed  # 3 steps
+    assert not judge("q", [q], [q + 4], None, "fp32", 0.1).passed
+    assert judge("y", [ref], [ref + 0.5], Tolerance(0.5), "fp32", None).passed
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+@needs_device
+def test_verify_pass_names_device_and_partition(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    code, out = verify_json(str(path), "--runs", "2")
+    assert code == 0 and out["status"] == "PASS"
+    assert out["runs"] == 2 and out["precision"] == "fp32" and out["device"]
+    assert [p["kind"] for p in out["partitions"]] == ["gpu"]  # type: ignore[union-attr,index]
+    (o,) = out["outputs"]  # type: ignore[misc]
+    assert o["max_abs_error"] <= o["atol"] and 0.999 < o["cosine_similarity"] <= 1.0 + 1e-9
+
+
+@needs_device
+def test_verify_runs_cpu_partition_on_the_interpreter(tmp_path: Path) -> None:
+    path = tmp_path / "split.tflite"
+    write(split_model(), path)
+    code, out = verify_json(str(path))
+    assert code == 0, out
+    kinds = [p["kind"] for p in out["partitions"]]  # type: ignore[union-attr,index]
+    assert "cpu" in kinds and "gpu" in kinds
+    cpu = next(p for p in out["partitions"] if p["kind"] == "cpu")  # type: ignore[union-attr]
+    assert "REVERSE_V2" in cpu["summary"] and cpu["ran_on"] == "LiteRT CPU interpreter"
+
+
+@needs_device
+def test_corrupted_weight_fails_blames_rewrite_and_bisect_names_op(tmp_path: Path) -> None:
+    model = split_model()
+    orig = tmp_path / "orig.tflite"
+    write(model, orig)
+    bad = read(orig)
+    sg = bad.subgraphs[0]
+    w1 = next(t for t in sg.tensors if t.name == "w1")
+    values = bad.tensor_data(w1).copy()  # type: ignore[union-attr]
+    values[0, 1, 1, 0] += 50.0
+    bad.buffers[w1.buffer].data = values.tobytes()
+    cand = tmp_path / "bad.tflite"
+    write(bad, cand)
+    code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
+    assert code == 1 and out["status"] == "FAIL"
+    assert str(out["attribution"]).startswith("rewrite")
+    assert out["bisect"]["op"] == "CONV_2D" and out["bisect"]["tensor"] == "conv1"  # type: ignore[index]
+    text = runner.invoke(app, ["verify", str(orig), "--candidate", str(cand), "--bisect"])
+    assert text.exit_code == 1 and "FAIL" in text.stdout and "first divergence: op" in text.stdout
+
+
+@needs_device
+def test_zero_tolerance_blames_the_executor(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    code, out = verify_json(str(path), "--candidate", str(path), "--atol", "0")
+    if code == 0:
+        pytest.skip("this device matches the interpreter bit for bit")
+    assert str(out["attribution"]).startswith("executor")
+
+
+@needs_device
+def test_saved_reference_replays_without_the_original_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(5), path)
+    ref = tmp_path / "ref.npz"
+    code, first = verify_json(str(path), "--runs", "2", "--save-reference", str(ref))
+    assert code == 0 and ref.exists()
+    with np.load(ref) as z:
+        assert sorted(z.files) == ["run0_input0", "run0_output0", "run1_input0", "run1_output0"]
+    code, again = verify_json(str(path), "--reference", str(ref))
+    assert code == 0 and again["runs"] == 2
+    assert again["outputs"][0]["max_abs_error"] == first["outputs"][0]["max_abs_error"]  # type: ignore[index]
+
+
+@needs_device
+def test_inputs_file_by_name_and_bad_shape(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(4), path)
+    good = tmp_path / "in.npz"
+    np.savez(good, image=RNG.standard_normal((1, 8, 8, 3)).astype(np.float32))
+    assert runner.invoke(app, ["verify", str(path), "--inputs", str(good)]).exit_code == 0
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, image=np.zeros((1, 4, 4, 3), np.float32))
+    r = runner.invoke(app, ["verify", str(path), "--inputs", str(bad)])
+    assert r.exit_code == 2 and "is [1, 4, 4, 3], the model takes [1, 8, 8, 3]" in r.stderr
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["verify", str(tmp_path / "missing.tflite")])
+    assert r.exit_code == 2 and r.stderr.startswith("gpulint: error:") and "Traceback" not in r.output
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"not a model at all")
+    r = runner.invoke(app, ["verify", str(junk)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    r = runner.invoke(app, ["verify", str(junk), "--tolerance", "oops"])
+    assert r.exit_code == 2 and "NAME=ATOL" in r.stderr
+
+
+@needs_device
+def test_fix_verify_writes_only_a_passing_model(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(6), path)
+    out = tmp_path / "out.tflite"
+    r = runner.invoke(app, ["fix", str(path), "-o", str(out), "--verify"])
+    assert r.exit_code == 0, r.output
+    assert "fixed model: PASS" in r.stdout and out.exists()
+
+
+@needs_device
+def test_interpreter_crash_is_an_error_not_a_dead_process(tmp_path: Path) -> None:
+    """verify runs the interpreter in a child: a model it refuses gives exit 2 and a message."""
+    path = tmp_path / "conv.tflite"
+    model = conv_model(4)
+    model.subgraphs[0].operators[0].inputs[1] = 99  # a tensor index that does not exist
+    from gpulint.model import to_bytes
+
+    path.write_bytes(to_bytes(model))
+    proc = subprocess.run([sys.executable, "-m", "gpulint", "verify", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "gpulint: error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- corpus ---------------------------------------------------------------------------------------
+
+
+@needs_device
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> None:
+    code, out = verify_json(str(path))
+    assert code == 0, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
+    fixed = tmp_path / "fixed.tflite"
+    r = runner.invoke(app, ["fix", str(path), "-o", str(fixed), "--verify"])
+    assert r.exit_code == 0, r.output
+    assert "fixed model: PASS" in r.stdout
