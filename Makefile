@@ -43,6 +43,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_check.py
 	$(BIN)/python bench/bench_fix.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_executor.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache

@@ -509,6 +509,44 @@ def _verify_text(result: Any) -> str:
     return "\n".join(lines)
 
 
+@app.command("bench")
+def bench_command(
+    path: Annotated[str, typer.Argument(help="The .tflite model to time.")],
+    runs: Annotated[int, typer.Option(min=1, help="Timed runs of each (the median is reported).")] = 20,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU interpreter threads (default: all cores).")] = None,
+    precision: Annotated[Precision, typer.Option(help="The executor's precision.")] = Precision.fp32,
+    device: Annotated[str | None, typer.Option(help="OpenCL device, as for verify.")] = None,
+    start: Annotated[bool, typer.Option("--start/--no-start", help="Also time cold and cached starts.")] = True,
+    output_format: Annotated[VerifyFormat, typer.Option("--format", help="Output format.")] = VerifyFormat.text,
+) -> None:
+    """Warm latency of the LiteRT CPU interpreter and of the OpenCL executor, their ratio, start
+    times and the executor's per-op kernel times."""
+    from gpulint.bench import bench
+    from gpulint.executor import ExecutorError, select_device
+    from gpulint.model import ModelError
+    from gpulint.reference import ReferenceError
+
+    try:
+        result = bench(Path(path), select_device(device), runs, threads, precision.value, start)
+    except (ModelError, ReferenceError, ExecutorError, ValueError) as e:
+        fail(path, clean(str(e), 1000) or "")
+    except OSError as e:
+        fail(path, e.strerror or str(e))
+    if output_format is VerifyFormat.json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    typer.echo(f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs")
+    typer.echo(f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms")
+    typer.echo(f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})")
+    if result.cold_start_s is not None and result.cached_start_s is not None:
+        typer.echo(
+            f"  start (read, build, first run): cold {result.cold_start_s:.2f} s, cached {result.cached_start_s:.2f} s"
+        )
+    typer.echo("  kernel time per op (slowest 15):")
+    for row in result.ops[:15]:
+        typer.echo(f"    {row['op_index']:5d} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
+
+
 @app.command()
 def report(
     paths: Annotated[list[str], typer.Argument(help=".tflite files to report on.")],

@@ -169,5 +169,48 @@ def _all_tensors(it: object) -> dict[str, np.ndarray]:
     return saved
 
 
+def time_invoke(model_path: str | os.PathLike[str], inputs: list[np.ndarray], runs: int, threads: int) -> list[float]:
+    """Seconds per warm `invoke()` of the interpreter (after one warm-up run), in a child."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        src, dst = Path(tmp, "in.npz"), Path(tmp, "times.npy")
+        np.savez(src, *inputs)
+        limit = time_limit([model_path]) * (runs + 1)
+        cmd = [sys.executable, "-m", "gpulint.reference", TIME, str(runs), str(threads), str(src), str(model_path)]
+        try:
+            proc = subprocess.run([*cmd, str(dst)], capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise ReferenceError(f"the LiteRT interpreter did not finish {model_path} within {limit:.0f} s") from None
+        if proc.returncode != 0:
+            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            raise ReferenceError(f"the LiteRT interpreter failed on {model_path}: {lines[-1] if lines else '?'}")
+        return [float(t) for t in np.load(dst)]
+
+
+TIME = "--time"
+
+
+def _time_child(runs: int, threads: int, src: str, model_path: str, dst: str) -> None:
+    import time
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    with np.load(src) as z:
+        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    it = Interpreter(model_path=model_path, num_threads=threads)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs, strict=True):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        it.invoke()
+        times.append(time.perf_counter() - start)
+    np.save(dst, np.array(times))
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == TIME:
+        _time_child(int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7])
+    else:
+        _child(sys.argv[1], sys.argv[2:])
