@@ -413,25 +413,42 @@ class _Lowering:
             _same_pad(xs[2], ys[2], kw, sw, dw, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, dh, opts["padding"])
         )
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
-        self.launch(
-            oi,
-            "conv2d",
-            [
-                self.ex.buffer(x),
-                self.ex.upload(self.conv_weights(w)),
-                self.ex.upload(bias),
-                self.ex.buffer(y),
-                _i4(layout.dims4(xs)),
-                _i4(layout.dims4(ys)),
-                np.int32(ys[-1]),
-                _i2(kw, kh),
-                _i2(sw, sh),
-                _i2(dw, dh),
-                pad,
-                np.int32(act),
-            ],
-            self.grid(ys),
-        )
+        shapes = (xs, ys)
+        self.conv_launch(oi, self.ex.buffer(x), w, bias, self.ex.buffer(y), shapes, (kw, kh, sw, sh, dw, dh), pad, act)
+
+    def conv_launch(
+        self,
+        oi: int,
+        src: Any,
+        w: np.ndarray,
+        bias: np.ndarray,
+        dst: Any,
+        shapes: tuple[list[int], list[int]],
+        geometry: tuple[int, ...],
+        pad: Any,
+        act: int,
+    ) -> None:
+        """A CONV_2D-shaped launch: blocked over 4 output columns when the output is wide."""
+        xs, ys = shapes
+        kw, kh, sw, sh, dw, dh = geometry
+        b, h, wd, c = layout.bhwc(ys)
+        blocked = wd >= 4
+        grid = (-(-wd // 4), h, b * layout.slices(c)) if blocked else self.grid(ys)
+        args = [
+            src,
+            self.ex.upload(self.conv_weights(w)),
+            self.ex.upload(bias),
+            dst,
+            _i4(layout.dims4(xs)),
+            _i4(layout.dims4(ys)),
+            np.int32(ys[-1]),
+            _i2(kw, kh),
+            _i2(sw, sh),
+            _i2(dw, dh),
+            pad,
+            np.int32(act),
+        ]
+        self.launch(oi, "conv2d_x4" if blocked else "conv2d", args, grid)
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -446,25 +463,8 @@ class _Lowering:
         dst_shape = [rows, o]
         dst = self.ex.buffer(y) if self.shape(y) == dst_shape else self.ex.scratch(dst_shape)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
-        self.launch(
-            oi,
-            "conv2d",
-            [
-                src,
-                self.ex.upload(self.conv_weights(w.reshape(o, 1, 1, i))),
-                self.ex.upload(bias),
-                dst,
-                _i4(layout.dims4([rows, i])),
-                _i4(layout.dims4(dst_shape)),
-                np.int32(o),
-                _i2(1, 1),
-                _i2(1, 1),
-                _i2(1, 1),
-                _i2(0, 0),
-                np.int32(act),
-            ],
-            self.grid(dst_shape),
-        )
+        shapes = ([rows, i], dst_shape)
+        self.conv_launch(oi, src, w.reshape(o, 1, 1, i), bias, dst, shapes, (1, 1, 1, 1, 1, 1), _i2(0, 0), act)
         if self.shape(y) != dst_shape:
             self.copy_map(
                 oi, [(dst, dst_shape)], self.ex.buffer(y), self.shape(y), [np.arange(rows * o).reshape(self.shape(y))]

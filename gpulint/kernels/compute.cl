@@ -22,6 +22,35 @@ __kernel void conv2d(__global const FLT* src, __global const FLT* wt, __global c
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
+// CONV_2D blocked over 4 adjacent output columns: each weight loaded once feeds 4 outputs.
+__kernel void conv2d_x4(__global const FLT* src, __global const FLT* wt, __global const FLT* bias, __global FLT* dst,
+                        int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride, int2 dilation, int2 pad, int act) {
+  int x0 = get_global_id(0) * 4, y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 a[4];
+  for (int k = 0; k < 4; k++) a[k] = LOAD4(s, bias);
+  for (int ky = 0; ky < kernel_size.y; ky++) {
+    int iy = y * stride.y - pad.y + ky * dilation.y;
+    if (iy < 0 || iy >= sd.y) continue;
+    for (int kx = 0; kx < kernel_size.x; kx++) {
+      int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
+      int ix[4];
+      for (int k = 0; k < 4; k++) ix[k] = (x0 + k) * stride.x - pad.x + kx * dilation.x;
+      for (int is = 0; is < sd.w; is++, wi += 4) {
+        float4 w0 = LOAD4(wi, wt), w1 = LOAD4(wi + 1, wt), w2 = LOAD4(wi + 2, wt), w3 = LOAD4(wi + 3, wt);
+        for (int k = 0; k < 4; k++) {
+          if (ix[k] < 0 || ix[k] >= sd.z) continue;
+          float4 v = LOAD4(slice_index(sd, b, iy, ix[k], is), src);
+          a[k] += v.x * w0 + v.y * w1 + v.z * w2 + v.w * w3;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < 4 && x0 + k < dd.z; k++)
+    STORE4(mask_lanes(activate(a[k], act), s, dc), slice_index(dd, b, y, x0 + k, s), dst);
+}
+
 // DEPTHWISE_CONV_2D: output channel o reads input channel o / multiplier; weights [kh][kw][Cp].
 __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
                                __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
