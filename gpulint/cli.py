@@ -560,6 +560,9 @@ def report(
     node_data: Annotated[
         Path | None, typer.Option(help="Also write Model Explorer node data (placement per op) to this JSON file.")
     ] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Also run `gpulint verify` on each model (needs an OpenCL device).")
+    ] = False,
 ) -> None:
     """Write a self-contained HTML readiness report: verdict, partitions, graph, findings, fix."""
     from gpulint.check import Settings
@@ -575,7 +578,13 @@ def report(
         fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
     sections = []
     for path in paths:
-        sections.append(_report_section(path, settings, with_fix, node_data if len(paths) == 1 else None))
+        section = _report_section(path, settings, with_fix, node_data if len(paths) == 1 else None)
+        if verify:
+            from gpulint.verify import Request
+
+            result = _run_verify(Request(Path(path), target=settings.target), None)
+            section["verify"] = result.to_json()
+        sections.append(section)
     _write_report(output, sections)
     typer.echo(f"wrote {output}")
 

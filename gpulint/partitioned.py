@@ -22,6 +22,7 @@ from gpulint.model.write import write
 from gpulint.passes.edit import prune
 from gpulint.rules import pack
 from gpulint.rules.engine import Linter
+from gpulint.text import clean
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Part:
 
     def describe(self, model: Model) -> str:
         names = [model.op_name(model.subgraphs[0].operators[i]) for i in self.ops]
-        shown = ", ".join(dict.fromkeys(names))
+        shown = ", ".join(dict.fromkeys(clean(n, 60) or "?" for n in names))  # custom op names are model text
         return f"{len(self.ops)} ops ({shown})"
 
 

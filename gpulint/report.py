@@ -241,6 +241,7 @@ def model_section(
         "findings": _findings(result, rules),
         "table": table,
         "fix": fix_view,
+        "verify": None,  # filled in by `gpulint report --verify`
         "description": clean(model.description, 200),
     }
 

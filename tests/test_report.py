@@ -139,3 +139,18 @@ def test_hostile_names_stay_text_in_a_real_browser(tmp_path: Path) -> None:
     assert title and title.group(1).startswith("gpulint report: ")  # the injected script never ran
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom.stdout  # shown, as text
     assert '<img src="x"' not in dom.stdout
+
+
+def test_verify_section(tmp_path: Path) -> None:
+    from gpulint.executor import ExecutorError, select_device
+
+    try:
+        select_device()
+    except ExecutorError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    assert "gpulint report --verify</code> runs" in report(tmp_path, str(path), "--no-fix")
+    html = report(tmp_path, str(path), "--no-fix", "--verify")
+    assert re.search(r'class="ok">PASS</b>\s+against the LiteRT CPU interpreter', html)
+    assert "GPU partition on" in html and "<td>PASS</td>" in html

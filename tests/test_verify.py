@@ -223,6 +223,8 @@ def test_interpreter_crash_is_an_error_not_a_dead_process(tmp_path: Path) -> Non
 def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> None:
     code, out = verify_json(str(path))
     assert code == 0, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
+    code, out = verify_json(str(path), "--precision", "fp16")
+    assert code == 0 and out["precision"] == "fp16", [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
     fixed = tmp_path / "fixed.tflite"
     r = runner.invoke(app, ["fix", str(path), "-o", str(fixed), "--verify"])
     assert r.exit_code == 0, r.output

@@ -96,10 +96,14 @@ def select_device(spec: str | None = None) -> Device:
 
 
 @cache
-def kernel_source(half: bool) -> str:
+def kernel_source(half: bool, fp16_extension: bool = False) -> str:
+    """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
+    lets any device read and write half buffers with vload_half/vstore_half, and the kernels
+    compute in float either way."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8")).render(half=half)
+    template = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
+    prelude = template.render(half=half, fp16_extension=half and fp16_extension)
     return "\n".join([prelude, *(folder.joinpath(name).read_text("utf-8") for name in KERNEL_FILES)])
 
 
@@ -117,7 +121,7 @@ def program(device: Device, half: bool) -> Any:
     if key in _PROGRAMS:
         return _PROGRAMS[key]
     cl = _cl()
-    source, options = kernel_source(half), "-cl-std=CL1.2"
+    source, options = kernel_source(half, device.fp16), "-cl-std=CL1.2"
     digest = hashlib.sha256(
         "\0".join([device.name, device.driver, str(device.device.version), source, options]).encode()
     ).hexdigest()[:32]

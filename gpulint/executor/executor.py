@@ -95,8 +95,6 @@ class Executor:
         if self.precision not in ("fp32", "fp16"):
             raise ExecutorError(f"precision must be fp32 or fp16, not {self.precision}")
         self.device = self.device or select_device()
-        if self.precision == "fp16" and not self.device.fp16:
-            raise ExecutorError(f"{self.device.describe()} has no cl_khr_fp16: fp16 mode needs it")
         self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
         self.model = _prepare(self.source)
         self.sg = self.model.subgraphs[0]
