@@ -633,7 +633,8 @@ def _write_report(output: Path, sections: list[dict[str, Any]]) -> None:
 def demo(
     out: Annotated[Path, typer.Option("--out", help="Folder for the demo's outputs.")] = Path("demo-out"),
 ) -> None:
-    """Build the sample model, inspect and check it, and prove a lossless round trip on LiteRT."""
+    """Build the sample model, inspect, check and fix it, prove a lossless round trip on LiteRT,
+    and verify the fixed model on the OpenCL executor."""
     import numpy as np
 
     from gpulint import output as render
@@ -692,11 +693,18 @@ def demo(
     rechecked = check_file(str(out / "sample.fixed.tflite"), Settings())
     typer.echo(f"  check on the fixed model: verdict {rechecked.verdict} ({rechecked.reason})")
     typer.echo("")
+    typer.echo("gpulint verify (the fixed model on the OpenCL executor vs the original on the CPU interpreter):")
+    from gpulint.verify import Request
+
+    verified = _run_verify(Request(sample, out / "sample.fixed.tflite", runs=2), None)
+    typer.echo(_verify_text(verified))
+    write_atomic(out / "sample.verify.json", [json.dumps(verified.to_json(), indent=2).encode() + b"\n"])
+    typer.echo("")
     typer.echo(
         f"outputs in {out}/: sample.tflite, sample.inspect.json, sample.roundtrip.tflite, "
-        "sample.check.json, sample.sarif, sample.fixed.tflite"
+        "sample.check.json, sample.sarif, sample.fixed.tflite, sample.verify.json"
     )
-    if not (equal and identical):
+    if not (equal and identical and verified.passed):
         raise typer.Exit(EXIT_FINDINGS)
 
 

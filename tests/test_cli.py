@@ -107,8 +107,11 @@ def test_demo(tmp_path: Path) -> None:
         "sample.roundtrip.tflite",
         "sample.sarif",
         "sample.tflite",
+        "sample.verify.json",
     ]
     assert "verdict: not-worth-it" in result.stdout
+    assert "sample.fixed.tflite: PASS against the LiteRT CPU interpreter" in result.stdout
+    assert json.loads((out / "sample.verify.json").read_text())["status"] == "PASS"
     assert "check on the fixed model: verdict ready" in result.stdout
     assert json.loads((out / "sample.check.json").read_text())["files"][0]["verdict"] == "not-worth-it"
     assert json.loads((out / "sample.inspect.json").read_text())["subgraphs"][0]["ops"] == 9
