@@ -1,0 +1,53 @@
+"""`gpulint bench`: the CPU interpreter and the executor timed in one run, start times, per-op table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import conv_model
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.executor import ExecutorError, select_device
+from gpulint.model import write
+
+try:
+    select_device()
+    NO_DEVICE = ""
+except ExecutorError as e:
+    NO_DEVICE = f"no OpenCL device: {e}"
+pytestmark = pytest.mark.skipif(bool(NO_DEVICE), reason=NO_DEVICE or "-")
+runner = CliRunner()
+
+
+def test_bench_json_has_both_latencies_and_the_op_table(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    r = runner.invoke(app, ["bench", str(path), "--runs", "3", "--no-start", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["cpu_interpreter_ms"] > 0 and out["executor_ms"] > 0
+    assert out["ratio"] == pytest.approx(out["executor_ms"] / out["cpu_interpreter_ms"], rel=0.05)
+    assert out["device"] and out["cpu_threads"] >= 1 and out["cold_start_s"] is None
+    assert [row["op"] for row in out["ops"]] == ["CONV_2D"]
+    assert out["ops"][0]["share"] == pytest.approx(1.0)
+
+
+def test_bench_start_times_cached_is_faster(tmp_path: Path) -> None:
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    r = runner.invoke(app, ["bench", str(path), "--runs", "2"])
+    assert r.exit_code == 0, r.output
+    assert "LiteRT CPU interpreter (" in r.stdout and "OpenCL executor:" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if "start (read, build, first run)" in ln)
+    cold, cached = (float(part.split()[-2]) for part in line.split(":")[1].split(","))
+    assert cached < cold  # the cached start skips compiling the kernels
+
+
+def test_bench_refuses_a_bad_model(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"junk")
+    r = runner.invoke(app, ["bench", str(junk)])
+    assert r.exit_code == 2 and "gpulint: error:" in r.stderr
