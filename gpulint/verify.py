@@ -144,6 +144,8 @@ def save_reference(path: Path, inputs: list[list[np.ndarray]], outputs: list[lis
     try:
         np.savez(tmp, **arrays)  # type: ignore[arg-type]
         write_atomic(path, [Path(tmp).read_bytes()])
+    except OSError as e:
+        raise VerifyError(f"{path}: cannot write the reference ({e.strerror or e})") from None
     finally:
         os.unlink(tmp)
 
@@ -370,17 +372,20 @@ def _bisect(
                 if ref is None or ref.shape != got[name].shape:
                     continue
                 compared += 1
-                res = judge(name, [ref], [got[name]], None, req.precision, None)
+                q = quant.get(name)
+                tol = None  # float originals: the default; int8 ones: quantization steps of the tensor
+                if expected[name].dtype.kind in "iu" and q is not None and q.scale:
+                    tol = Tolerance(QUANT_STEPS * float(q.scale[0]), 0.0, f"{QUANT_STEPS} quantization steps")
+                res = judge(name, [ref], [got[name]], tol, req.precision, None)
                 if not res.passed:
                     index = next(
                         (i for i, o in enumerate(sg.operators) if any(sg.tensors[x].name == name for x in o.outputs)),
                         None,
                     )
-                    op_name = part.executor.model.op_name(op)
                     return {
-                        "op": op_name,
+                        "op": clean(part.executor.model.op_name(op), 60),
                         "op_index": index,
-                        "tensor": name,
+                        "tensor": clean(name, 200),
                         "max_abs_error": res.metrics["max_abs_error"],
                         "tolerance": res.tolerance.atol,
                         "compared": compared,
