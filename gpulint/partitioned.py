@@ -49,6 +49,7 @@ class PartitionedRunner:
     device: Device
     precision: str = "fp32"
     target: str = "classic"
+    keep_intermediates: bool = False  # for bisecting: every tensor of the executor kept readable
     parts: list[Part] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -68,7 +69,7 @@ class PartitionedRunner:
         for kind, ops in groups:
             part = _cut(self.model, ops, loose, kind)
             if kind == "gpu":
-                part.executor = Executor(part.model, self.device, self.precision)
+                part.executor = Executor(part.model, self.device, self.precision, self.keep_intermediates)
             else:
                 part.path = Path(self._tmp.name, f"part{len(self.parts)}.tflite")
                 write(part.model, part.path, allow_loss=True)

@@ -284,7 +284,7 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
         save_reference(req.save_reference, all_inputs, all_refs)
 
     clock = time.perf_counter()
-    runner = PartitionedRunner(candidate, device, req.precision, req.target)
+    runner = PartitionedRunner(candidate, device, req.precision, req.target, keep_intermediates=req.bisect)
     seconds["build"] = time.perf_counter() - clock
     try:
         clock = time.perf_counter()

@@ -424,3 +424,34 @@ def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert any((tmp_path / "cache").rglob("*")), "nothing was cached"
     assert float(second.stdout.split()[-1]) < float(first.stdout.split()[-1])
+
+
+def test_buffers_are_reused_by_lifetime_without_changing_results() -> None:
+    """A chain of 4-channel convs (no padding lanes) with a PAD in it: the pool reuses buffers,
+    never the PAD output's (its border must start at zero), and the outputs do not change."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    y = g.input("x", [1, 8, 8, 4])
+    opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU")
+    for i in range(4):
+        y = g.op("CONV_2D", [y, g.const(f"w{i}", w(4, 3, 3, 4)), g.const(f"b{i}", w(4))], [1, 8, 8, 4], options=opts)
+        if i == 1:
+            pads = g.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+            y = g.op("PAD", [y, pads], [1, 10, 10, 4])
+            y = g.op(
+                "AVERAGE_POOL_2D",
+                [y],
+                [1, 8, 8, 4],
+                options=dict(padding="VALID", stride_w=1, stride_h=1, filter_width=3, filter_height=3),
+            )
+    g.output(y)
+    model = mb.build()
+    x = [RNG.uniform(-2, 2, (1, 8, 8, 4)).astype(np.float32)]
+    pooled, kept = Executor(model, DEVICE), Executor(model, DEVICE, keep_intermediates=True)
+    assert pooled.pool is not None and pooled.pool.allocated < pooled.pool.requested
+    for _ in range(2):  # a second run sees the buffers the first left behind
+        np.testing.assert_array_equal(pooled.run(x)[0], kept.run(x)[0])
+    assert_matches(model, x)
+    with pytest.raises(ExecutorError, match="keep_intermediates"):
+        pooled.intermediates()
+    assert len(kept.intermediates()) == 6

@@ -88,6 +88,7 @@ class Executor:
     source: Model
     device: Device | None = None
     precision: str = "fp32"
+    keep_intermediates: bool = False  # one buffer per tensor, so `intermediates()` can read them all
     launches: list[Launch] = field(default_factory=list)
     timings: list[Timing] = field(default_factory=list)
 
@@ -100,33 +101,41 @@ class Executor:
         self.sg = self.model.subgraphs[0]
         self.program = program(self.device, self.precision == "fp16")
         self.buffers: dict[int, Any] = {}
+        self.pool = _BufferPool(self) if not self.keep_intermediates else None
         self.edges_in: dict[int, tuple[int, Any]] = {}  # graph input -> (float tensor, quantization)
         self.edges_out: dict[int, tuple[int, Any]] = {}
         _Lowering(self).lower()
 
     # -- buffers ----------------------------------------------------------------------------
 
-    def upload(self, host: np.ndarray) -> Any:
+    def upload(self, host: np.ndarray, writable: bool = True) -> Any:
         import pyopencl as cl
 
         data = np.ascontiguousarray(host, dtype=self.dtype)
         assert self.device is not None
+        access = cl.mem_flags.READ_WRITE if writable else cl.mem_flags.READ_ONLY
         try:
             return cl.Buffer(
                 self.device.context,
-                cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                access | cl.mem_flags.COPY_HOST_PTR,
                 hostbuf=data if data.size else np.zeros(1, self.dtype),
             )
         except Exception as e:
             raise ExecutorError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
 
     def buffer(self, t: int) -> Any:
-        """The device buffer of tensor `t`, zeroed so padding lanes start at 0."""
+        """The device buffer of tensor `t`: a constant's data, or zeroed so padding lanes start at
+        0, or a buffer a tensor no longer needed left behind (see _BufferPool)."""
         if t not in self.buffers:
             shape = self.sg.tensors[t].shape
             value = self.model.tensor_data(self.sg.tensors[t])
-            host = layout.to_slices(value, shape) if value is not None else np.zeros(layout.size(shape))
-            self.buffers[t] = self.upload(host)
+            reused = self.pool.take(t) if self.pool is not None and value is None else None
+            if reused is not None:
+                self.buffers[t] = reused
+            elif value is not None:
+                self.buffers[t] = self.upload(layout.to_slices(value, shape), writable=False)
+            else:
+                self.buffers[t] = self.upload(np.zeros(layout.size(shape)))
         return self.buffers[t]
 
     def scratch(self, shape: list[int]) -> Any:
@@ -172,11 +181,13 @@ class Executor:
         return outputs
 
     def intermediates(self) -> dict[str, np.ndarray]:
-        """After a run: every tensor an op wrote, by name, as float (each tensor has a buffer of
-        its own, so nothing was overwritten). For finding the first op that diverges."""
+        """After a run: every tensor an op wrote, by name, as float. Needs keep_intermediates
+        (each tensor a buffer of its own, nothing overwritten). For finding the first op that diverges."""
         import pyopencl as cl
 
         assert self.device is not None
+        if not self.keep_intermediates:
+            raise ExecutorError("intermediates() needs an Executor made with keep_intermediates=True")
         out: dict[str, np.ndarray] = {}
         for op in self.sg.operators:
             for t in op.outputs:
@@ -188,6 +199,56 @@ class Executor:
                 cl.enqueue_copy(self.device.queue, host, self.buffers[t])
                 out[name] = layout.from_slices(host.astype(np.float32), shape)
         return out
+
+
+class _BufferPool:
+    """Buffers planned by tensor lifetime: after the op that last reads a tensor is lowered, its
+    buffer may serve a tensor produced later. Only tensors without padding lanes (channels a
+    multiple of 4) take part, because kernels rely on padding lanes being zero; graph inputs and
+    outputs, and outputs of data-movement ops, never do."""
+
+    def __init__(self, ex: Executor) -> None:
+        self.ex = ex
+        sg = ex.sg
+        self.last_use: dict[int, int] = {}
+        for i, op in enumerate(sg.operators):
+            for t in op.inputs:
+                if t >= 0:
+                    self.last_use[t] = i
+        self.pinned = set(sg.inputs) | set(sg.outputs)
+        # Data-movement copies leave the cells they do not copy (PAD's border) as they were: their
+        # outputs need buffers that start at zero.
+        for op in sg.operators:
+            if ex.model.op_name(op) in movement.MOVEMENT_OPS:
+                self.pinned.update(op.outputs)
+        self.free: list[tuple[int, Any]] = []  # (size in elements, buffer)
+        self.allocated = 0  # elements in buffers made for runtime tensors
+        self.requested = 0  # elements those tensors would need with one buffer each
+
+    def poolable(self, t: int) -> bool:
+        shape = self.ex.sg.tensors[t].shape
+        host_side = {s for s, _ in self.ex.edges_out.values()} | {s for s, _ in self.ex.edges_in.values()}
+        return t not in self.pinned and t not in host_side and (not shape or shape[-1] % 4 == 0)
+
+    def take(self, t: int) -> Any:
+        size = layout.size(self.ex.sg.tensors[t].shape)
+        self.requested += size
+        if not self.poolable(t):
+            self.allocated += size
+            return None
+        fits = [i for i, (n, _) in enumerate(self.free) if n >= size]
+        if not fits:
+            self.allocated += size
+            return None
+        best = min(fits, key=lambda i: self.free[i][0])
+        return self.free.pop(best)[1]
+
+    def release_after(self, oi: int) -> None:
+        for t in set(self.ex.sg.operators[oi].inputs):
+            if t < 0 or self.last_use.get(t) != oi or t not in self.ex.buffers or not self.poolable(t):
+                continue
+            if self.ex.model.tensor_data(self.ex.sg.tensors[t]) is None:  # constants stay
+                self.free.append((layout.size(self.ex.sg.tensors[t].shape), self.ex.buffers[t]))
 
 
 _INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
@@ -339,6 +400,8 @@ class _Lowering:
                 self.missing.setdefault(name, str(e))
             except ExecutorError as e:
                 self.missing.setdefault(name, str(e))
+            if self.ex.pool is not None:
+                self.ex.pool.release_after(oi)
         if self.missing:
             items = "; ".join(f"{k} ({v})" if v != k else k for k, v in sorted(self.missing.items()))
             raise ExecutorError(f"the executor cannot run: {items}")
@@ -434,8 +497,8 @@ class _Lowering:
         grid = (-(-wd // 4), h, b * layout.slices(c)) if blocked else self.grid(ys)
         args = [
             src,
-            self.ex.upload(self.conv_weights(w)),
-            self.ex.upload(bias),
+            self.ex.upload(self.conv_weights(w), writable=False),
+            self.ex.upload(bias, writable=False),
             dst,
             _i4(layout.dims4(xs)),
             _i4(layout.dims4(ys)),
@@ -487,8 +550,8 @@ class _Lowering:
             "depthwise_conv2d",
             [
                 self.ex.buffer(x),
-                self.ex.upload(wp.ravel()),
-                self.ex.upload(bias),
+                self.ex.upload(wp.ravel(), writable=False),
+                self.ex.upload(bias, writable=False),
                 self.ex.buffer(y),
                 _i4(layout.dims4(xs)),
                 np.int32(xs[-1]),
@@ -530,8 +593,8 @@ class _Lowering:
             "transpose_conv",
             [
                 self.ex.buffer(x),
-                self.ex.upload(w.ravel()),
-                self.ex.upload(self.bias(bias_t, o)),
+                self.ex.upload(w.ravel(), writable=False),
+                self.ex.upload(self.bias(bias_t, o), writable=False),
                 self.ex.buffer(y),
                 _i4(layout.dims4(xs)),
                 np.int32(i),
@@ -805,7 +868,8 @@ class _Lowering:
             base += n
         pad = res < 0
         if pad.any() and fill != 0.0:  # PADV2's constant: copied from a one-value buffer
-            self.copy_pairs(oi, self.ex.upload(np.array([fill])), dst, dst_off[pad], np.zeros(int(pad.sum()), np.int32))
+            one = self.ex.upload(np.array([fill]), writable=False)
+            self.copy_pairs(oi, one, dst, dst_off[pad], np.zeros(int(pad.sum()), np.int32))
 
     def copy_pairs(self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray) -> None:
         n = len(dst_off)
