@@ -229,3 +229,34 @@ def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> N
     r = runner.invoke(app, ["fix", str(path), "-o", str(fixed), "--verify"])
     assert r.exit_code == 0, r.output
     assert "fixed model: PASS" in r.stdout
+
+
+@needs_device
+def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of resources at a kernel launch, or no memory for a buffer: exit 2, one line that
+    names the device (and the op, for a launch), no traceback."""
+    import pyopencl as cl
+
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+
+    def no_launch(*args: object, **kw: object) -> None:
+        raise cl.MemoryError("clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES")
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", no_launch)
+    r = runner.invoke(app, ["verify", str(path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "op 0 CONV_2D (kernel conv2d_x4) failed to launch" in r.stderr and "OUT_OF_RESOURCES" in r.stderr
+    monkeypatch.undo()
+
+    real_buffer = cl.Buffer
+
+    def no_memory(*args: object, **kw: object) -> object:
+        if kw.get("hostbuf") is not None and getattr(kw["hostbuf"], "nbytes", 0) > 1000:
+            raise cl.MemoryError("clCreateBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE")
+        return real_buffer(*args, **kw)
+
+    monkeypatch.setattr(cl, "Buffer", no_memory)
+    r = runner.invoke(app, ["verify", str(path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "cannot allocate" in r.stderr and "MEM_OBJECT_ALLOCATION_FAILURE" in r.stderr

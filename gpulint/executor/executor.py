@@ -144,6 +144,17 @@ class Executor:
     # -- running ------------------------------------------------------------------------------
 
     def run(self, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
+        """One inference. A device failure (out of memory, a lost device) is an ExecutorError
+        that names the device and, for a kernel launch, the op."""
+        import pyopencl as cl
+
+        assert self.device is not None
+        try:
+            return self._run(inputs, profile)
+        except cl.Error as e:
+            raise ExecutorError(f"{self.device.describe()}: {e}") from None
+
+    def _run(self, inputs: list[np.ndarray], profile: bool) -> list[np.ndarray]:
         import pyopencl as cl
 
         assert self.device is not None
@@ -158,7 +169,13 @@ class Executor:
             cl.enqueue_copy(
                 queue, self.buffer(target), layout.to_slices(value, self.sg.tensors[target].shape).astype(self.dtype)
             )
-        events = [cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, None) for ln in self.launches]
+        events = []
+        for ln in self.launches:
+            try:
+                events.append(cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, None))
+            except cl.Error as e:
+                where = f"op {ln.op_index} {ln.op} (kernel {ln.kernel})"
+                raise ExecutorError(f"{self.device.describe()}: {where} failed to launch: {e}") from None
         outputs = []
         for t in self.sg.outputs:
             source, q = self.edges_out.get(t, (t, None))
