@@ -259,4 +259,5 @@ def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypat
     monkeypatch.setattr(cl, "Buffer", no_memory)
     r = runner.invoke(app, ["verify", str(path)])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert "cannot allocate" in r.stderr and "MEM_OBJECT_ALLOCATION_FAILURE" in r.stderr
+    assert "op 0 CONV_2D: " in r.stderr and "cannot allocate" in r.stderr
+    assert "MEM_OBJECT_ALLOCATION_FAILURE" in r.stderr and "cannot run" not in r.stderr

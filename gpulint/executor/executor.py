@@ -121,7 +121,7 @@ class Executor:
                 hostbuf=data if data.size else np.zeros(1, self.dtype),
             )
         except Exception as e:
-            raise ExecutorError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
+            raise DeviceError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
 
     def buffer(self, t: int) -> Any:
         """The device buffer of tensor `t`: a constant's data, or zeroed so padding lanes start at
@@ -266,6 +266,10 @@ class _BufferPool:
                 continue
             if self.ex.model.tensor_data(self.ex.sg.tensors[t]) is None:  # constants stay
                 self.free.append((layout.size(self.ex.sg.tensors[t].shape), self.ex.buffers[t]))
+
+
+class DeviceError(ExecutorError):
+    """The device refused (memory, resources), as opposed to an op the executor lacks."""
 
 
 _INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
@@ -413,6 +417,8 @@ class _Lowering:
                 continue
             try:
                 self.lower_op(oi, op, name)
+            except DeviceError as e:  # not a gap in the executor: the device refused
+                raise DeviceError(f"op {oi} {name}: {e}") from None
             except movement.Unsupported as e:
                 self.missing.setdefault(name, str(e))
             except ExecutorError as e:
