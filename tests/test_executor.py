@@ -109,6 +109,47 @@ def test_cumsum(axis: int, exclusive: bool, reverse: bool) -> None:
     assert_matches(single(build))
 
 
+def _fp16_cases() -> dict[str, Any]:
+    def depthwise(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 9, 9, 6])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, depth_multiplier=1)
+        return g.op(
+            "DEPTHWISE_CONV_2D", [x, g.const("w", w(1, 3, 3, 6)), g.const("b", w(6))], [1, 9, 9, 6], options=opts
+        )
+
+    def add_broadcast(g: SubgraphBuilder) -> int:
+        return g.op("ADD", [g.input("a", [1, 4, 5, 7]), g.const("b", w(7))], [1, 4, 5, 7])
+
+    def mul(g: SubgraphBuilder) -> int:
+        return g.op("MUL", [g.input("a", [1, 4, 5, 9]), g.input("b", [1, 4, 5, 9])], [1, 4, 5, 9])
+
+    def softmax(g: SubgraphBuilder) -> int:
+        return g.op("SOFTMAX", [g.input("x", [1, 17])], [1, 17], options=dict(beta=1.0))
+
+    def pool(g: SubgraphBuilder) -> int:
+        opts = dict(padding="SAME", stride_w=2, stride_h=2, filter_width=3, filter_height=3)
+        return g.op("AVERAGE_POOL_2D", [g.input("x", [1, 8, 8, 5])], [1, 4, 4, 5], options=opts)
+
+    def mean(g: SubgraphBuilder) -> int:
+        axes = g.const("axes", np.array([1, 2], np.int32))
+        return g.op("MEAN", [g.input("x", [1, 6, 6, 16]), axes], [1, 16], options=dict(keep_dims=False))
+
+    def resize(g: SubgraphBuilder) -> int:
+        size = g.const("size", np.array([8, 8], np.int32))
+        return g.op("RESIZE_BILINEAR", [g.input("x", [1, 4, 4, 3]), size], [1, 8, 8, 3])
+
+    def logistic(g: SubgraphBuilder) -> int:
+        return g.op("LOGISTIC", [g.input("x", [1, 3, 4, 5])], [1, 3, 4, 5])
+
+    return {f.__name__: f for f in (depthwise, add_broadcast, mul, softmax, pool, mean, resize, logistic)}
+
+
+@pytest.mark.parametrize("name", list(_fp16_cases()))
+def test_ops_in_fp16(name: str) -> None:
+    """fp16 storage: within 2e-3 x output scale of the fp32 interpreter."""
+    assert_matches(single(_fp16_cases()[name]), precision="fp16")
+
+
 def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str) -> Model:
     if stride > 1 and dilation > 1:
         pytest.skip("TFLite refuses strided dilated convs")
