@@ -359,6 +359,22 @@ def _same_pad(in_size: int, out_size: int, kernel: int, stride: int, dilation: i
     return max((out_size - 1) * stride + effective - in_size, 0) // 2
 
 
+def _pads(
+    xs: list[int],
+    ys: list[int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    padding: str,
+) -> Any:
+    """The (x, y) leading padding of a windowed op on NHWC shapes, as an int2 argument.
+    `kernel`, `stride` and `dilation` are (h, w), as TFLite's options give them."""
+    return _i2(
+        _same_pad(xs[2], ys[2], kernel[1], stride[1], dilation[1], padding),
+        _same_pad(xs[1], ys[1], kernel[0], stride[0], dilation[0], padding),
+    )
+
+
 class _Lowering:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
@@ -493,9 +509,7 @@ class _Lowering:
         xs, ys = self.shape(x), self.shape(y)
         kh, kw = w.shape[1], w.shape[2]
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
-        pad = _i2(
-            _same_pad(xs[2], ys[2], kw, sw, dw, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, dh, opts["padding"])
-        )
+        pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
         shapes = (xs, ys)
         self.conv_launch(oi, self.ex.buffer(x), w, bias, self.ex.buffer(y), shapes, (kw, kh, sw, sh, dw, dh), pad, act)
@@ -564,9 +578,7 @@ class _Lowering:
         wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
         wp[:, :, :c] = w[0]
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
-        pad = _i2(
-            _same_pad(xs[2], ys[2], kw, sw, dw, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, dh, opts["padding"])
-        )
+        pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
         self.launch(
             oi,
@@ -724,9 +736,7 @@ class _Lowering:
         x, y = op.inputs[0], op.outputs[0]
         xs, ys = self.shape(x), self.shape(y)
         kh, kw, sh, sw = opts["filter_height"], opts["filter_width"], opts["stride_h"], opts["stride_w"]
-        pad = _i2(
-            _same_pad(xs[2], ys[2], kw, sw, 1, opts["padding"]), _same_pad(xs[1], ys[1], kh, sh, 1, opts["padding"])
-        )
+        pad = _pads(xs, ys, (kh, kw), (sh, sw), (1, 1), opts["padding"])
         self.launch(
             oi,
             "pool2d",
