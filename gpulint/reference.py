@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -117,21 +118,27 @@ def _child_run(
         np.savez(src, *inputs)
         args = [ALL_TENSORS] if model_args[0] == ALL_TENSORS else []
         args += [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "gpulint.reference", str(src), *args],
-                capture_output=True,
-                text=True,
-                timeout=limit,
-                preexec_fn=_limit_memory if sys.platform == "linux" else None,
-            )
-        except subprocess.TimeoutExpired:
-            raise ReferenceError(f"the LiteRT interpreter did not finish {names} within {limit:.0f} s") from None
-        if proc.returncode < 0:
-            raise ReferenceError(f"the LiteRT interpreter crashed ({signal.Signals(-proc.returncode).name}) on {names}")
-        if proc.returncode != 0:
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
+        _spawn([str(src), *args], limit, names)
+
+
+def _spawn(args: list[str], limit: float, names: str) -> None:
+    """`python -m gpulint.reference ARGS` under the memory and time limits; a hang, a crash or a
+    refusal becomes a ReferenceError."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpulint.reference", *args],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            preexec_fn=_limit_memory if sys.platform == "linux" else None,
+        )
+    except subprocess.TimeoutExpired:
+        raise ReferenceError(f"the LiteRT interpreter did not finish {names} within {limit:.0f} s") from None
+    if proc.returncode < 0:
+        raise ReferenceError(f"the LiteRT interpreter crashed ({signal.Signals(-proc.returncode).name}) on {names}")
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
 
 
 def _child(src: str, pairs: list[str]) -> None:
@@ -139,17 +146,9 @@ def _child(src: str, pairs: list[str]) -> None:
 
     every = bool(pairs) and pairs[0] == ALL_TENSORS
     pairs = pairs[1:] if every else pairs
-    with np.load(src) as z:
-        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    inputs = _load_inputs(src)
     for model_path, dst in zip(pairs[::2], pairs[1::2], strict=True):
-        it = Interpreter(model_path=model_path, experimental_preserve_all_tensors=every)
-        details = it.get_input_details()
-        for d, x in zip(details, inputs, strict=True):
-            if list(d["shape"]) != list(x.shape):
-                it.resize_tensor_input(d["index"], list(x.shape))
-        it.allocate_tensors()
-        for d, x in zip(details, inputs, strict=True):
-            it.set_tensor(d["index"], x)
+        it = _fed(Interpreter(model_path=model_path, experimental_preserve_all_tensors=every), inputs)
         it.invoke()
         if every:
             np.savez(dst, **_all_tensors(it))  # type: ignore[arg-type]
@@ -157,11 +156,28 @@ def _child(src: str, pairs: list[str]) -> None:
             np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
 
 
-def _all_tensors(it: object) -> dict[str, np.ndarray]:
+def _load_inputs(src: str) -> list[np.ndarray]:
+    with np.load(src) as z:
+        return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+def _fed(it: Any, inputs: list[np.ndarray]) -> Any:
+    """The interpreter with its inputs resized where their shapes differ, allocated and set."""
+    details = it.get_input_details()
+    for d, x in zip(details, inputs, strict=True):
+        if list(d["shape"]) != list(x.shape):
+            it.resize_tensor_input(d["index"], list(x.shape))
+    it.allocate_tensors()
+    for d, x in zip(details, inputs, strict=True):
+        it.set_tensor(d["index"], x)
+    return it
+
+
+def _all_tensors(it: Any) -> dict[str, np.ndarray]:
     saved: dict[str, np.ndarray] = {}
-    for d in it.get_tensor_details():  # type: ignore[attr-defined]
+    for d in it.get_tensor_details():
         try:
-            value = it.get_tensor(d["index"])  # type: ignore[attr-defined]
+            value = it.get_tensor(d["index"])
         except ValueError:  # a tensor with no data (freed or never allocated)
             continue
         if d["name"] not in saved:
@@ -175,14 +191,7 @@ def time_invoke(model_path: str | os.PathLike[str], inputs: list[np.ndarray], ru
         src, dst = Path(tmp, "in.npz"), Path(tmp, "times.npy")
         np.savez(src, *inputs)
         limit = time_limit([model_path]) * (runs + 1)
-        cmd = [sys.executable, "-m", "gpulint.reference", TIME, str(runs), str(threads), str(src), str(model_path)]
-        try:
-            proc = subprocess.run([*cmd, str(dst)], capture_output=True, text=True, timeout=limit)
-        except subprocess.TimeoutExpired:
-            raise ReferenceError(f"the LiteRT interpreter did not finish {model_path} within {limit:.0f} s") from None
-        if proc.returncode != 0:
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            raise ReferenceError(f"the LiteRT interpreter failed on {model_path}: {lines[-1] if lines else '?'}")
+        _spawn([TIME, str(runs), str(threads), str(src), str(model_path), str(dst)], limit, str(model_path))
         return [float(t) for t in np.load(dst)]
 
 
@@ -194,12 +203,7 @@ def _time_child(runs: int, threads: int, src: str, model_path: str, dst: str) ->
 
     from ai_edge_litert.interpreter import Interpreter
 
-    with np.load(src) as z:
-        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
-    it = Interpreter(model_path=model_path, num_threads=threads)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs, strict=True):
-        it.set_tensor(d["index"], x)
+    it = _fed(Interpreter(model_path=model_path, num_threads=threads), _load_inputs(src))
     it.invoke()
     times = []
     for _ in range(runs):
