@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import struct
+from functools import cache
 
 import numpy as np
+import pytest
 import tflite
 
+from gpulint.executor import Device, ExecutorError, select_device
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder
+
+
+@cache
+def opencl_device() -> tuple[Device | None, str]:
+    """The default OpenCL device (PoCL without a GPU), or None and why there is none."""
+    try:
+        return select_device(), ""
+    except ExecutorError as e:
+        return None, f"no OpenCL device: {e}"
+
+
+def needs_opencl() -> pytest.MarkDecorator:
+    """Skip, saying why, where no OpenCL device can be opened."""
+    device, why = opencl_device()
+    return pytest.mark.skipif(device is None, reason=why or "-")
 
 
 def conv_model(channels: int = 8, weight_bytes: int | None = None) -> Model:

@@ -6,19 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import conv_model
+from helpers import conv_model, needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
-from gpulint.executor import ExecutorError, select_device
 from gpulint.model import write
 
-try:
-    select_device()
-    NO_DEVICE = ""
-except ExecutorError as e:
-    NO_DEVICE = f"no OpenCL device: {e}"
-pytestmark = pytest.mark.skipif(bool(NO_DEVICE), reason=NO_DEVICE or "-")
+pytestmark = needs_opencl()
 runner = CliRunner()
 
 

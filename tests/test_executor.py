@@ -15,16 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import CORPUS_FILES, NO_CORPUS
+from helpers import opencl_device
 
-from gpulint.executor import Executor, ExecutorError, select_device
+from gpulint.executor import Executor, ExecutorError
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
-try:
-    DEVICE = select_device()
-    NO_DEVICE = ""
-except ExecutorError as e:
-    DEVICE, NO_DEVICE = None, f"no OpenCL device: {e}"
+DEVICE, NO_DEVICE = opencl_device()
 
 pytestmark = pytest.mark.skipif(DEVICE is None, reason=NO_DEVICE or "no OpenCL device")
 RNG = np.random.default_rng(0)

@@ -142,12 +142,11 @@ def test_hostile_names_stay_text_in_a_real_browser(tmp_path: Path) -> None:
 
 
 def test_verify_section(tmp_path: Path) -> None:
-    from gpulint.executor import ExecutorError, select_device
+    from helpers import opencl_device
 
-    try:
-        select_device()
-    except ExecutorError as e:
-        pytest.skip(f"no OpenCL device: {e}")
+    device, why = opencl_device()
+    if device is None:
+        pytest.skip(why)
     path = tmp_path / "sample.tflite"
     write(sample_model(), path)
     assert "gpulint report --verify</code> runs" in report(tmp_path, str(path), "--no-fix")

@@ -11,21 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import corpus_params
-from helpers import conv_model
+from helpers import conv_model, needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
-from gpulint.executor import ExecutorError, select_device
 from gpulint.model import Model, read, write
 from gpulint.model.build import ModelBuilder
 from gpulint.verify import Tolerance, judge, metrics
 
-try:
-    select_device()
-    NO_DEVICE = ""
-except ExecutorError as e:
-    NO_DEVICE = f"no OpenCL device: {e}"
-needs_device = pytest.mark.skipif(bool(NO_DEVICE), reason=NO_DEVICE or "-")
+needs_device = needs_opencl()
 runner = CliRunner()
 RNG = np.random.default_rng(3)
 
