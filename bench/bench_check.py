@@ -12,13 +12,10 @@
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from timing import median_time
+from timing import median_time, median_wall
 
 from gpulint.model import read
 from gpulint.rules import pack
@@ -55,18 +52,10 @@ def process_times(corpus: Path) -> None:
     files = sorted(corpus.glob("*/*.tflite"))
     biggest = max(files, key=lambda p: sum(len(sg.operators) for sg in read(p).subgraphs))
 
-    def wall(argv: list[str], runs: int) -> float:
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            subprocess.run(argv, capture_output=True)
-            times.append(time.perf_counter() - t)
-        return statistics.median(times)
-
-    one = wall([gpulint, "check", "--exit-zero", str(biggest)], 10)
-    base = wall([sys.executable, "-c", "pass"], 10)
-    every = wall([gpulint, "check", "--exit-zero", "--jobs", "2", str(corpus)], 3)
-    serial = wall([gpulint, "check", "--exit-zero", str(corpus)], 3)
+    one = median_wall([gpulint, "check", "--exit-zero", str(biggest)], 10)
+    base = median_wall([sys.executable, "-c", "pass"], 10)
+    every = median_wall([gpulint, "check", "--exit-zero", "--jobs", "2", str(corpus)], 3)
+    serial = median_wall([gpulint, "check", "--exit-zero", str(corpus)], 3)
     print("\n## Whole processes\n")
     print(f"- `gpulint check {biggest.name}`: {one * 1e3:.0f} ms (median of 10)")
     print(f"- bare `python -c pass`: {base * 1e3:.0f} ms")

@@ -11,12 +11,11 @@ model once on the interpreter: the floor that verification costs.
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import median_wall
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
 MODELS = (
@@ -25,15 +24,6 @@ MODELS = (
     "tfconv/deeplab_like_65_f32.tflite",
     "tfconv/mobilenet_v1_025_224_f16.tflite",
 )
-
-
-def wall(argv: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(argv, capture_output=True, check=True)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -50,12 +40,12 @@ def main() -> None:
             if not path.exists():
                 continue
             out = Path(tmp, "out.tflite")
-            fix = wall([gpulint, "fix", str(path), "-o", str(out), "--force"], args.runs)
+            fix = median_wall([gpulint, "fix", str(path), "-o", str(out), "--force"], args.runs)
             run_once = (
                 "import sys; from gpulint import reference; from gpulint.model import read; "
                 "reference.run(sys.argv[1], reference.random_inputs(read(sys.argv[1])))"
             )
-            ref = wall([sys.executable, "-c", run_once, str(path)], args.runs)
+            ref = median_wall([sys.executable, "-c", run_once, str(path)], args.runs)
             print(f"| {path.name} | {fix:.2f} | {ref:.2f} | {fix / ref:.2f} |")
 
 

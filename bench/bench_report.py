@@ -11,15 +11,12 @@
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from timing import median_time
+from timing import median_time, median_wall
 
 from gpulint.check import Settings, check_model
 from gpulint.model.build import ModelBuilder
@@ -55,15 +52,9 @@ def main() -> None:
         pose = args.corpus / "mediapipe" / "pose_detection.tflite"
         if pose.exists():
             for flag in ("--fix", "--no-fix"):
-                times = []
-                for _ in range(args.runs):
-                    t = time.perf_counter()
-                    subprocess.run(
-                        [gpulint, "report", str(pose), "-o", str(out), flag], check=True, capture_output=True
-                    )
-                    times.append(time.perf_counter() - t)
+                seconds = median_wall([gpulint, "report", str(pose), "-o", str(out), flag], args.runs)
                 print(
-                    f"- `gpulint report {pose.name} {flag}`: {statistics.median(times):.2f} s "
+                    f"- `gpulint report {pose.name} {flag}`: {seconds:.2f} s "
                     f"(median of {args.runs}), {out.stat().st_size:,} bytes"
                 )
         model = chain(700)

@@ -106,7 +106,7 @@ def _op_table(ex: Executor) -> list[dict[str, Any]]:
 
 
 def start_times(path: Path, device: Device, precision: str) -> tuple[float, float]:
-    spec = f"{device.name}"
+    spec = device.name
     with tempfile.TemporaryDirectory(prefix="gpulint-bench-") as tmp:
         env = os.environ | {"GPULINT_CACHE_DIR": str(Path(tmp, "gpulint")), "POCL_CACHE_DIR": str(Path(tmp, "pocl"))}
         return _start_child(path, spec, precision, env), _start_child(path, spec, precision, env)
