@@ -240,7 +240,7 @@ def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypat
     monkeypatch.setattr(cl, "enqueue_nd_range_kernel", no_launch)
     r = runner.invoke(app, ["verify", str(path)])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert "op 0 CONV_2D (kernel conv2d_x4) failed to launch" in r.stderr and "OUT_OF_RESOURCES" in r.stderr
+    assert "op 0 CONV_2D (kernel conv_o2) failed to launch" in r.stderr and "OUT_OF_RESOURCES" in r.stderr
     monkeypatch.undo()
 
     real_buffer = cl.Buffer

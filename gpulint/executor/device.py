@@ -26,7 +26,7 @@ import jinja2
 
 from gpulint.atomic import write_atomic
 
-KERNEL_FILES = ("elementwise.cl", "compute.cl", "reduce.cl")
+KERNEL_FILES = ("elementwise.cl", "conv.cl.j2", "compute.cl", "reduce.cl")
 
 
 class ExecutorError(RuntimeError):
@@ -102,9 +102,12 @@ def kernel_source(half: bool, fp16_extension: bool = False) -> str:
     compute in float either way."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    template = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
-    prelude = template.render(half=half, fp16_extension=half and fp16_extension)
-    return "\n".join([prelude, *(folder.joinpath(name).read_text("utf-8") for name in KERNEL_FILES)])
+    prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
+    parts = [prelude.render(half=half, fp16_extension=half and fp16_extension)]
+    for name in KERNEL_FILES:  # templates unroll kernel variants (conv.cl.j2: blockings)
+        text = folder.joinpath(name).read_text("utf-8")
+        parts.append(env.from_string(text).render() if name.endswith(".j2") else text)
+    return "\n".join(parts)
 
 
 def cache_dir() -> Path:

@@ -71,6 +71,7 @@ class Launch:
     kernel: str
     args: list[Any]
     global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None = None  # None: the driver picks
     bound: Any = None  # a cl.Kernel of its own with the arguments set, so a run only enqueues
 
 
@@ -172,7 +173,7 @@ class Executor:
         events = []
         for ln in self.launches:
             try:
-                events.append(cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, None))
+                events.append(cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, ln.local_size))
             except cl.Error as e:
                 where = f"op {ln.op_index} {ln.op} (kernel {ln.kernel})"
                 raise ExecutorError(f"{self.device.describe()}: {where} failed to launch: {e}") from None
@@ -401,12 +402,14 @@ class _Lowering:
         value = self.const(t)
         return None if value is None else value.astype(np.float32)
 
-    def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...]) -> None:
+    def launch(
+        self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], local: tuple[int, ...] | None = None
+    ) -> None:
         import pyopencl as cl
 
         bound = cl.Kernel(self.ex.program, kernel)
         bound.set_args(*args)
-        self.ex.launches.append(Launch(oi, self.name(self.sg.operators[oi]), kernel, args, size, bound))
+        self.ex.launches.append(Launch(oi, self.name(self.sg.operators[oi]), kernel, args, size, local, bound))
 
     def grid(self, shape: list[int]) -> tuple[int, int, int]:
         b, h, w, c = layout.bhwc(shape)
@@ -484,13 +487,13 @@ class _Lowering:
 
     # -- compute ops --------------------------------------------------------------------------
 
-    def conv_weights(self, w: np.ndarray) -> np.ndarray:
-        """[O, kh, kw, I] -> [So][kh][kw][Si][4 in][4 out]."""
+    def conv_weights(self, w: np.ndarray, ob: int) -> np.ndarray:
+        """[O, kh, kw, I] -> [G][kh][kw][Si * 4 inputs][ob * 4 outputs], G = ceil(So / ob)."""
         o, kh, kw, i = w.shape
-        so, si = layout.slices(o), layout.slices(i)
-        p = np.zeros((so * 4, kh, kw, si * 4), np.float32)
+        g, si = -(-layout.slices(o) // ob), layout.slices(i)
+        p = np.zeros((g * ob * 4, kh, kw, si * 4), np.float32)
         p[:o, :, :, :i] = w
-        return p.reshape(so, 4, kh, kw, si, 4).transpose(0, 2, 3, 4, 5, 1).ravel()
+        return p.reshape(g, ob * 4, kh, kw, si * 4).transpose(0, 2, 3, 4, 1).ravel()
 
     def bias(self, t: int, channels: int) -> np.ndarray:
         b = np.zeros(layout.slices(channels) * 4, np.float32)
@@ -526,27 +529,26 @@ class _Lowering:
         pad: Any,
         act: int,
     ) -> None:
-        """A CONV_2D-shaped launch: blocked over 4 output columns when the output is wide."""
+        """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
+        1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane."""
         xs, ys = shapes
         kw, kh, sw, sh, dw, dh = geometry
         b, h, wd, c = layout.bhwc(ys)
-        blocked = wd >= 4
-        grid = (-(-wd // 4), h, b * layout.slices(c)) if blocked else self.grid(ys)
-        args = [
-            src,
-            self.ex.upload(self.conv_weights(w), writable=False),
-            self.ex.upload(bias, writable=False),
-            dst,
-            _i4(layout.dims4(xs)),
-            _i4(layout.dims4(ys)),
-            np.int32(ys[-1]),
-            _i2(kw, kh),
-            _i2(sw, sh),
-            _i2(dw, dh),
-            pad,
-            np.int32(act),
-        ]
-        self.launch(oi, "conv2d_x4" if blocked else "conv2d", args, grid)
+        so = layout.slices(c)
+        ob = 4 if so >= 4 else 2 if so >= 2 else 1  # output slices per item: fewer waste lanes
+        groups = -(-so // ob)
+        padded = np.zeros(groups * ob * 4, np.float32)
+        padded[: len(bias)] = bias
+        weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
+        head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
+        pointwise = (kw, kh, sw, sh) == (1, 1, 1, 1) and tuple(pad.tolist()) == (0, 0)
+        if pointwise and layout.bhwc(xs)[1:3] == (h, wd):
+            px = 8 if h * wd > 1 else 1
+            grid = (-(-h * wd // px), b * groups)
+            self.launch(oi, f"conv1x1_o{ob}_p{px}", [*head, np.int32(c), np.int32(act)], grid, local=(1, 1))
+            return
+        tail = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
+        self.launch(oi, f"conv_o{ob}", head + tail, (-(-wd // 4), h, b * groups))
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -580,27 +582,17 @@ class _Lowering:
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
-        self.launch(
-            oi,
-            "depthwise_conv2d",
-            [
-                self.ex.buffer(x),
-                self.ex.upload(wp.ravel(), writable=False),
-                self.ex.upload(bias, writable=False),
-                self.ex.buffer(y),
-                _i4(layout.dims4(xs)),
-                np.int32(xs[-1]),
-                _i4(layout.dims4(ys)),
-                np.int32(ys[-1]),
-                _i2(kw, kh),
-                _i2(sw, sh),
-                _i2(dw, dh),
-                pad,
-                np.int32(max(1, opts.get("depth_multiplier", 1))),
-                np.int32(act),
-            ],
-            self.grid(ys),
-        )
+        multiplier = max(1, opts.get("depth_multiplier", 1))
+        head = [self.ex.buffer(x), self.ex.upload(wp.ravel(), writable=False), self.ex.upload(bias, writable=False)]
+        geometry = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
+        dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
+        if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns
+            b, h, wd, _ = layout.bhwc(ys)
+            grid = (-(-wd // 8), h, b * layout.slices(c))
+            self.launch(oi, "depthwise_x8", [*head, self.ex.buffer(y), *dims, *geometry], grid)
+            return
+        args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
+        self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))
 
     def transpose_conv(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         if self.name(op) == "TRANSPOSE_CONV":

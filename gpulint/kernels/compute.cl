@@ -1,56 +1,3 @@
-// CONV_2D (and FULLY_CONNECTED as a 1x1 conv): one work item per output slice (x, y, b*S+s).
-// Weights are rearranged on the host to [So][kh][kw][Si][4 in lanes][4 out lanes].
-__kernel void conv2d(__global const FLT* src, __global const FLT* wt, __global const FLT* bias, __global FLT* dst,
-                     int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride, int2 dilation, int2 pad, int act) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
-  int b = z / dd.w, s = z % dd.w;
-  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
-  float4 acc = LOAD4(s, bias);
-  for (int ky = 0; ky < kernel_size.y; ky++) {
-    int iy = y * stride.y - pad.y + ky * dilation.y;
-    if (iy < 0 || iy >= sd.y) continue;
-    for (int kx = 0; kx < kernel_size.x; kx++) {
-      int ix = x * stride.x - pad.x + kx * dilation.x;
-      if (ix < 0 || ix >= sd.z) continue;
-      int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
-      for (int is = 0; is < sd.w; is++, wi += 4) {
-        float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
-        acc += v.x * LOAD4(wi, wt) + v.y * LOAD4(wi + 1, wt) + v.z * LOAD4(wi + 2, wt) + v.w * LOAD4(wi + 3, wt);
-      }
-    }
-  }
-  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
-}
-
-// CONV_2D blocked over 4 adjacent output columns: each weight loaded once feeds 4 outputs.
-__kernel void conv2d_x4(__global const FLT* src, __global const FLT* wt, __global const FLT* bias, __global FLT* dst,
-                        int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride, int2 dilation, int2 pad, int act) {
-  int x0 = get_global_id(0) * 4, y = get_global_id(1), z = get_global_id(2);
-  int b = z / dd.w, s = z % dd.w;
-  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
-  float4 a[4];
-  for (int k = 0; k < 4; k++) a[k] = LOAD4(s, bias);
-  for (int ky = 0; ky < kernel_size.y; ky++) {
-    int iy = y * stride.y - pad.y + ky * dilation.y;
-    if (iy < 0 || iy >= sd.y) continue;
-    for (int kx = 0; kx < kernel_size.x; kx++) {
-      int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
-      int ix[4];
-      for (int k = 0; k < 4; k++) ix[k] = (x0 + k) * stride.x - pad.x + kx * dilation.x;
-      for (int is = 0; is < sd.w; is++, wi += 4) {
-        float4 w0 = LOAD4(wi, wt), w1 = LOAD4(wi + 1, wt), w2 = LOAD4(wi + 2, wt), w3 = LOAD4(wi + 3, wt);
-        for (int k = 0; k < 4; k++) {
-          if (ix[k] < 0 || ix[k] >= sd.z) continue;
-          float4 v = LOAD4(slice_index(sd, b, iy, ix[k], is), src);
-          a[k] += v.x * w0 + v.y * w1 + v.z * w2 + v.w * w3;
-        }
-      }
-    }
-  }
-  for (int k = 0; k < 4 && x0 + k < dd.z; k++)
-    STORE4(mask_lanes(activate(a[k], act), s, dc), slice_index(dd, b, y, x0 + k, s), dst);
-}
-
 // DEPTHWISE_CONV_2D: output channel o reads input channel o / multiplier; weights [kh][kw][Cp].
 __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
                                __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
@@ -79,6 +26,43 @@ __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, 
     }
   }
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
+}
+
+// DEPTHWISE_CONV_2D with multiplier 1: 8 adjacent output columns of one slice per work item, so
+// the loop overhead is paid once per 8 outputs; items whose window is inside the row skip the
+// bounds checks. 2.5-3x faster than depthwise_conv2d on PoCL.
+__kernel void depthwise_x8(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
+                           __global FLT* dst, int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride,
+                           int2 dilation, int2 pad, int act) {
+  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 acc[8];
+  for (int k = 0; k < 8; k++) acc[k] = LOAD4(s, bias);
+  int plane = (b * sd.w + s) * sd.y * sd.z;
+  int left = x0 * stride.x - pad.x, right = (x0 + 7) * stride.x - pad.x + (kernel_size.x - 1) * dilation.x;
+  bool inside = left >= 0 && right < sd.z;
+  for (int ky = 0; ky < kernel_size.y; ky++) {
+    int iy = y * stride.y - pad.y + ky * dilation.y;
+    if (iy < 0 || iy >= sd.y) continue;
+    int row = plane + iy * sd.z;
+    for (int kx = 0; kx < kernel_size.x; kx++) {
+      float4 w = LOAD4((ky * kernel_size.x + kx) * dd.w + s, wt);
+      int ix = left + kx * dilation.x;
+      if (inside) {
+        for (int k = 0; k < 8; k++) acc[k] += LOAD4(row + ix + k * stride.x, src) * w;
+      } else {
+        for (int k = 0; k < 8; k++) {
+          int i = ix + k * stride.x;
+          bool ok = i >= 0 && i < sd.z;
+          float4 v = LOAD4(row + (ok ? i : 0), src);
+          acc[k] += (ok ? v : (float4)(0.0f)) * w;
+        }
+      }
+    }
+  }
+  int out = ((b * dd.w + s) * dd.y + y) * dd.z;
+  for (int k = 0; k < 8 && x0 + k < dd.z; k++) STORE4(mask_lanes(activate(acc[k], act), s, dc), out + x0 + k, dst);
 }
 
 // TRANSPOSE_CONV and Convolution2DTransposeBias: weights [O][kh][kw][I] (plain), one lane at a time.
