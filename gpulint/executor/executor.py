@@ -411,9 +411,10 @@ class _Lowering:
         bound.set_args(*args)
         self.ex.launches.append(Launch(oi, self.name(self.sg.operators[oi]), kernel, args, size, local, bound))
 
-    def grid(self, shape: list[int]) -> tuple[int, int, int]:
+    def grid(self, shape: list[int], columns: int = 1) -> tuple[int, int, int]:
+        """One work item per `columns` adjacent output columns of one slice."""
         b, h, w, c = layout.bhwc(shape)
-        return (w, h, b * layout.slices(c))
+        return (-(-w // columns), h, b * layout.slices(c))
 
     def lower(self) -> None:
         for t in self.sg.inputs:  # int8 interface inputs read only by a DEQUANTIZE: dequantized on the host
@@ -587,9 +588,7 @@ class _Lowering:
         geometry = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
         dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns
-            b, h, wd, _ = layout.bhwc(ys)
-            grid = (-(-wd // 8), h, b * layout.slices(c))
-            self.launch(oi, "depthwise_x8", [*head, self.ex.buffer(y), *dims, *geometry], grid)
+            self.launch(oi, "depthwise_x8", [*head, self.ex.buffer(y), *dims, *geometry], self.grid(ys, 8))
             return
         args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
         self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))
@@ -686,7 +685,7 @@ class _Lowering:
                 np.int32(code),
                 np.float32(param),
             ],
-            self.grid(self.shape(y)),
+            self.grid(self.shape(y), 8),
         )
 
     def operand(self, oi: int, t: int, rank: int) -> tuple[Any, list[int]]:
@@ -721,7 +720,7 @@ class _Lowering:
                 np.int32(code),
                 np.int32(act),
             ],
-            self.grid(ys),
+            self.grid(ys, 8),
         )
 
     def pool(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:

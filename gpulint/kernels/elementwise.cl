@@ -1,4 +1,6 @@
-inline float unary_op(float x, int op, float p) {
+// Elementwise ops work on whole float4 slices. A work item takes 8 adjacent columns of one
+// slice: one item per slice cost PoCL more in per-item overhead than the arithmetic itself.
+inline float4 unary4(float4 x, int op, float p) {
   switch (op) {
     case 0: return fmax(x, 0.0f);                         // RELU
     case 1: return clamp(x, 0.0f, 6.0f);                  // RELU6
@@ -26,7 +28,7 @@ inline float unary_op(float x, int op, float p) {
   }
 }
 
-inline float binary_op(float a, float b, int op) {
+inline float4 binary4(float4 a, float4 b, int op) {
   switch (op) {
     case 0: return a + b;
     case 1: return a - b;
@@ -44,30 +46,32 @@ inline float binary_op(float a, float b, int op) {
 }
 
 __kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, int op, float p) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;
-  if (x >= d.z || y >= d.y || b >= d.x) return;
-  int i = slice_index(d, b, y, x, s);
-  float4 v = LOAD4(i, src);
-  float4 r = (float4)(unary_op(v.x, op, p), unary_op(v.y, op, p), unary_op(v.z, op, p), unary_op(v.w, op, p));
-  STORE4(mask_lanes(r, s, c), i, dst);
+  if (x0 >= d.z || y >= d.y || b >= d.x) return;
+  int row = slice_index(d, b, y, 0, s);
+  for (int x = x0; x < x0 + 8 && x < d.z; x++) STORE4(mask_lanes(unary4(LOAD4(row + x, src), op, p), s, c), row + x, dst);
 }
 
-// Binary ops with numpy broadcasting in BHWC: a size-1 dimension of an input is read at 0.
+// Slice s of an operand at (b, y, x) under numpy broadcasting in BHWC: a size-1 dimension is
+// read at 0, and a 1-channel operand is one scalar spread over the 4 lanes.
+inline float4 operand4(__global const FLT* t, int4 d, int c, int b, int y, int x, int s) {
+  b = d.x == 1 ? 0 : b;
+  y = d.y == 1 ? 0 : y;
+  x = d.z == 1 ? 0 : x;
+  return c == 1 ? (float4)(LOAD1(slice_index(d, b, y, x, 0) * 4, t)) : LOAD4(slice_index(d, b, y, x, s), t);
+}
+
 __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT* dst, int4 ad, int ac, int4 bd,
                      int bc, int4 dd, int dc, int op, int act) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
-  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
-  float r[4];
-  for (int l = 0; l < 4; l++) {
-    int c = s * 4 + l;
-    if (c >= dc) { r[l] = 0.0f; continue; }
-    float va = read1(a, ad, ad.x == 1 ? 0 : b, ad.y == 1 ? 0 : y, ad.z == 1 ? 0 : x, ac == 1 ? 0 : c);
-    float vb = read1(bt, bd, bd.x == 1 ? 0 : b, bd.y == 1 ? 0 : y, bd.z == 1 ? 0 : x, bc == 1 ? 0 : c);
-    r[l] = binary_op(va, vb, op);
+  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
+  int row = slice_index(dd, b, y, 0, s);
+  for (int x = x0; x < x0 + 8 && x < dd.z; x++) {
+    float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), op);
+    STORE4(mask_lanes(activate(r, act), s, dc), row + x, dst);
   }
-  STORE4(mask_lanes(activate((float4)(r[0], r[1], r[2], r[3]), act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
 // Data movement (RESHAPE, TRANSPOSE, PAD, SLICE, CONCATENATION, DEPTH_TO_SPACE, ...): the host
