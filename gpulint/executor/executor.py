@@ -743,7 +743,7 @@ class _Lowering:
                 np.int32(self.name(op) == "MAX_POOL_2D"),
                 np.int32(act),
             ],
-            self.grid(ys),
+            self.grid(ys, 8),
         )
 
     def reduce(self, oi: int, op: Operator, code: int, keep_dims: bool) -> None:
@@ -835,7 +835,7 @@ class _Lowering:
                 np.int32(align),
                 np.int32(half),
             ],
-            self.grid(ys),
+            self.grid(ys, 8),
         )
 
     # -- data movement -----------------------------------------------------------------------
@@ -897,7 +897,7 @@ class _Lowering:
 
     def copy_pairs(self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray) -> None:
         n = len(dst_off)
-        self.launch(oi, "copy_pairs", [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (n,))
+        self.launch(oi, "copy_pairs", [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (-(-n // 16),))
 
     def index(self, values: np.ndarray) -> Any:
         import pyopencl as cl

@@ -75,14 +75,10 @@ __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT
 }
 
 // Data movement (RESHAPE, TRANSPOSE, PAD, SLICE, CONCATENATION, DEPTH_TO_SPACE, ...): the host
-// computes, once, which source element each destination element is; the kernel copies.
+// computes, once, which source element each destination element is; the kernel copies, 16
+// elements per work item.
 __kernel void copy_pairs(__global const FLT* src, __global FLT* dst, __global const int* dst_index,
                          __global const int* src_index, int n) {
-  int i = get_global_id(0);
-  if (i < n) STORE1(LOAD1(src_index[i], src), dst_index[i], dst);
-}
-
-__kernel void fill(__global FLT* dst, float value, int n) {
-  int i = get_global_id(0);
-  if (i < n) STORE1(value, i, dst);
+  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+    STORE1(LOAD1(src_index[i], src), dst_index[i], dst);
 }

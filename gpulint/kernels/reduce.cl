@@ -1,25 +1,27 @@
 // AVERAGE_POOL_2D / MAX_POOL_2D: padding cells do not count (TFLite's average divides by the
-// cells inside the input).
+// cells inside the input). 8 output columns per work item.
 __kernel void pool2d(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, int2 kernel_size,
                      int2 stride, int2 pad, int is_max, int act) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
-  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
-  float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
-  int count = 0;
-  for (int ky = 0; ky < kernel_size.y; ky++) {
-    int iy = y * stride.y - pad.y + ky;
-    if (iy < 0 || iy >= sd.y) continue;
-    for (int kx = 0; kx < kernel_size.x; kx++) {
-      int ix = x * stride.x - pad.x + kx;
-      if (ix < 0 || ix >= sd.z) continue;
-      float4 v = LOAD4(slice_index(sd, b, iy, ix, s), src);
-      acc = is_max ? fmax(acc, v) : acc + v;
-      count++;
+  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
+  for (int x = x0; x < x0 + 8 && x < dd.z; x++) {
+    float4 acc = is_max ? (float4)(-INFINITY) : (float4)(0.0f);
+    int count = 0;
+    for (int ky = 0; ky < kernel_size.y; ky++) {
+      int iy = y * stride.y - pad.y + ky;
+      if (iy < 0 || iy >= sd.y) continue;
+      for (int kx = 0; kx < kernel_size.x; kx++) {
+        int ix = x * stride.x - pad.x + kx;
+        if (ix < 0 || ix >= sd.z) continue;
+        float4 v = LOAD4(slice_index(sd, b, iy, ix, s), src);
+        acc = is_max ? fmax(acc, v) : acc + v;
+        count++;
+      }
     }
+    if (!is_max) acc /= (float)max(count, 1);
+    STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
   }
-  if (!is_max) acc /= (float)max(count, 1);
-  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
 // MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD over any of B, H, W, C (flags in `axes`).
@@ -62,30 +64,33 @@ __kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c,
 }
 
 // RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR with TFLite's align_corners / half_pixel_centers.
+// 8 output columns per work item.
 __kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, float2 scale,
                      int bilinear, int align_corners, int half_pixel) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
-  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
-  float4 r;
-  if (bilinear) {
-    float fy = half_pixel ? ((float)y + 0.5f) * scale.y - 0.5f : (float)y * scale.y;
-    float fx = half_pixel ? ((float)x + 0.5f) * scale.x - 0.5f : (float)x * scale.x;
-    int y0 = max((int)floor(fy), 0), x0 = max((int)floor(fx), 0);
-    int y1 = min((int)ceil(fy), sd.y - 1), x1 = min((int)ceil(fx), sd.z - 1);
-    float dy = fy - floor(fy), dx = fx - floor(fx);
-    if (fy < 0.0f) { dy = 0.0f; } if (fx < 0.0f) { dx = 0.0f; }
-    float4 a = LOAD4(slice_index(sd, b, y0, x0, s), src), bb = LOAD4(slice_index(sd, b, y0, x1, s), src);
-    float4 c0 = LOAD4(slice_index(sd, b, y1, x0, s), src), d1 = LOAD4(slice_index(sd, b, y1, x1, s), src);
-    r = a * (1.0f - dy) * (1.0f - dx) + bb * (1.0f - dy) * dx + c0 * dy * (1.0f - dx) + d1 * dy * dx;
-  } else {
-    float fy = half_pixel ? ((float)y + 0.5f) * scale.y : (float)y * scale.y;
-    float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
-    int iy = min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1);
-    int ix = min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1);
-    r = LOAD4(slice_index(sd, b, max(iy, 0), max(ix, 0), s), src);
+  if (first >= dd.z || y >= dd.y || b >= dd.x) return;
+  for (int x = first; x < first + 8 && x < dd.z; x++) {
+    float4 r;
+    if (bilinear) {
+      float fy = half_pixel ? ((float)y + 0.5f) * scale.y - 0.5f : (float)y * scale.y;
+      float fx = half_pixel ? ((float)x + 0.5f) * scale.x - 0.5f : (float)x * scale.x;
+      int y0 = max((int)floor(fy), 0), x0 = max((int)floor(fx), 0);
+      int y1 = min((int)ceil(fy), sd.y - 1), x1 = min((int)ceil(fx), sd.z - 1);
+      float dy = fy - floor(fy), dx = fx - floor(fx);
+      if (fy < 0.0f) { dy = 0.0f; } if (fx < 0.0f) { dx = 0.0f; }
+      float4 a = LOAD4(slice_index(sd, b, y0, x0, s), src), bb = LOAD4(slice_index(sd, b, y0, x1, s), src);
+      float4 c0 = LOAD4(slice_index(sd, b, y1, x0, s), src), d1 = LOAD4(slice_index(sd, b, y1, x1, s), src);
+      r = a * (1.0f - dy) * (1.0f - dx) + bb * (1.0f - dy) * dx + c0 * dy * (1.0f - dx) + d1 * dy * dx;
+    } else {
+      float fy = half_pixel ? ((float)y + 0.5f) * scale.y : (float)y * scale.y;
+      float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
+      int iy = min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1);
+      int ix = min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1);
+      r = LOAD4(slice_index(sd, b, max(iy, 0), max(ix, 0), s), src);
+    }
+    STORE4(mask_lanes(r, s, dc), slice_index(dd, b, y, x, s), dst);
   }
-  STORE4(mask_lanes(r, s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
 // CUMSUM along one of B, H, W, C (axis 0..3), with TFLite's exclusive and reverse; summed in
