@@ -17,7 +17,7 @@ import pytest
 from conftest import CORPUS_FILES, NO_CORPUS
 from helpers import opencl_device
 
-from gpulint.executor import Executor, ExecutorError
+from gpulint.executor import Executor, ExecutorError, layout
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -390,6 +390,27 @@ def test_data_movement(op: str, shape: list[int], params: list[Any], out: list[i
         return g.op(op, [x, *(g.const(f"p{i}", p) for i, p in enumerate(params))], out, options=options or None)
 
     assert_matches(single(build))
+
+
+def _copy_offsets(dst_shape: list[int], index: np.ndarray, src_shape: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Element offsets of a copy: dst element e gets src element index[e] (-1: not written)."""
+    flat = index.ravel()
+    kept = flat >= 0
+    return layout.offsets(dst_shape)[kept], layout.offsets(src_shape)[flat[kept]]
+
+
+def test_whole_slice_copies_only_where_no_lane_changes_its_meaning() -> None:
+    from gpulint.executor.executor import _whole_slices
+
+    src = np.arange(4 * 4 * 3).reshape(1, 4, 4, 3)
+    padded = np.full((1, 6, 6, 3), -1)
+    padded[:, 1:5, 1:5, :] = src  # spatial PAD of 3 channels: lane 3 is padding on both sides
+    assert _whole_slices(*_copy_offsets([1, 6, 6, 3], padded, [1, 4, 4, 3]), [1, 6, 6, 3], [1, 4, 4, 3]) is not None
+    channels = np.full((1, 4, 4, 4), -1)
+    channels[..., :2] = np.arange(32).reshape(1, 4, 4, 2)  # 2 + 2 channel concat: lanes 2-3 belong to another
+    assert _whole_slices(*_copy_offsets([1, 4, 4, 4], channels, [1, 4, 4, 2]), [1, 4, 4, 4], [1, 4, 4, 2]) is None
+    shifted = np.arange(16 * 5).reshape(1, 4, 4, 5)[..., 1:]  # SLICE from channel 1: lanes move
+    assert _whole_slices(*_copy_offsets([1, 4, 4, 4], shifted, [1, 4, 4, 5]), [1, 4, 4, 4], [1, 4, 4, 5]) is None
 
 
 def test_concatenation_of_runtime_and_constant_tensors() -> None:

@@ -332,6 +332,33 @@ def _fold_shape_math(model: Model) -> None:
 _NUMPY = {"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
 
 
+def _whole_slices(
+    dst_off: np.ndarray, src_off: np.ndarray, dst_shape: list[int], src_shape: list[int]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """An element copy as float4 slice copies (dst slice, src slice), when every destination
+    slice it touches takes its lanes in place from one source slice, and any lane the element
+    copy leaves out is a padding lane on both sides (zero, so copying it changes nothing).
+    Spatial PAD, SLICE, TRANSPOSE of H/W and channel-aligned CONCATENATION are such copies."""
+    if not len(dst_off) or np.any(dst_off % 4 != src_off % 4):
+        return None
+    order = np.argsort(dst_off, kind="stable")
+    dq, sq, lane = dst_off[order] // 4, src_off[order] // 4, dst_off[order] % 4
+    groups, first, counts = np.unique(dq, return_index=True, return_counts=True)
+    if np.any(sq != np.repeat(sq[first], counts)):
+        return None
+    present = np.zeros((len(groups), 4), bool)
+    present[np.repeat(np.arange(len(groups)), counts), lane] = True
+    if not present.all():
+        dst_real = np.zeros(layout.size(dst_shape), bool)
+        dst_real[layout.offsets(dst_shape)] = True
+        src_real = np.zeros(layout.size(src_shape), bool)
+        src_real[layout.offsets(src_shape)] = True
+        g, missing_lane = np.nonzero(~present)
+        if dst_real[groups[g] * 4 + missing_lane].any() or src_real[sq[first][g] * 4 + missing_lane].any():
+            return None
+    return groups, sq[first]
+
+
 def _i2(a: int, b: int) -> Any:
     from pyopencl import cltypes
 
@@ -888,16 +915,22 @@ class _Lowering:
             mask = (res >= base) & (res < base + n)
             if mask.any():
                 src_off = layout.offsets(shape)[res[mask] - base]
-                self.copy_pairs(oi, buf, dst, dst_off[mask], src_off)
+                whole = _whole_slices(dst_off[mask], src_off, dst_shape, shape)
+                if whole is not None:
+                    self.copy_pairs(oi, buf, dst, *whole, kernel="copy_slices")
+                else:
+                    self.copy_pairs(oi, buf, dst, dst_off[mask], src_off)
             base += n
         pad = res < 0
         if pad.any() and fill != 0.0:  # PADV2's constant: copied from a one-value buffer
             one = self.ex.upload(np.array([fill]), writable=False)
             self.copy_pairs(oi, one, dst, dst_off[pad], np.zeros(int(pad.sum()), np.int32))
 
-    def copy_pairs(self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray) -> None:
+    def copy_pairs(
+        self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray, kernel: str = "copy_pairs"
+    ) -> None:
         n = len(dst_off)
-        self.launch(oi, "copy_pairs", [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (-(-n // 16),))
+        self.launch(oi, kernel, [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (-(-n // 16),))
 
     def index(self, values: np.ndarray) -> Any:
         import pyopencl as cl

@@ -82,3 +82,11 @@ __kernel void copy_pairs(__global const FLT* src, __global FLT* dst, __global co
   for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
     STORE1(LOAD1(src_index[i], src), dst_index[i], dst);
 }
+
+// The same copy when whole float4 slices move (indices count slices): a quarter of the index
+// traffic, one vector per element.
+__kernel void copy_slices(__global const FLT* src, __global FLT* dst, __global const int* dst_index,
+                          __global const int* src_index, int n) {
+  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+    STORE4(LOAD4(src_index[i], src), dst_index[i], dst);
+}
