@@ -28,46 +28,6 @@ __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, 
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
-// DEPTHWISE_CONV_2D with multiplier 1: 8 adjacent output columns of one slice per work item, so
-// the loop overhead is paid once per 8 outputs; items whose window is inside the row skip the
-// bounds checks. 2.5-3x faster than depthwise_conv2d on PoCL.
-__kernel void depthwise_x8(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
-                           __global FLT* dst, int4 sd, int4 dd, int dc, int2 kernel_size, int2 stride,
-                           int2 dilation, int2 pad, int act) {
-  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
-  int b = z / dd.w, s = z % dd.w;
-  if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
-  float4 acc[8];
-  for (int k = 0; k < 8; k++) acc[k] = LOAD4(s, bias);
-  int plane = (b * sd.w + s) * sd.y * sd.z;
-  int left = x0 * stride.x - pad.x, right = (x0 + 7) * stride.x - pad.x + (kernel_size.x - 1) * dilation.x;
-  bool inside = left >= 0 && right < sd.z;
-  for (int ky = 0; ky < kernel_size.y; ky++) {
-    int iy = y * stride.y - pad.y + ky * dilation.y;
-    if (iy < 0 || iy >= sd.y) continue;
-    int row = plane + iy * sd.z + left, taps = ky * kernel_size.x * dd.w + s;
-    if (inside) {  // the branch outside the tap loop: measured 2x faster than inside it
-      for (int kx = 0; kx < kernel_size.x; kx++) {
-        float4 w = LOAD4(taps + kx * dd.w, wt);
-        int ix = row + kx * dilation.x;
-        for (int k = 0; k < 8; k++) acc[k] += LOAD4(ix + k * stride.x, src) * w;
-      }
-    } else {
-      for (int kx = 0; kx < kernel_size.x; kx++) {
-        float4 w = LOAD4(taps + kx * dd.w, wt);
-        for (int k = 0; k < 8; k++) {
-          int i = left + kx * dilation.x + k * stride.x;
-          bool ok = i >= 0 && i < sd.z;
-          float4 v = LOAD4(row - left + (ok ? i : 0), src);
-          acc[k] += (ok ? v : (float4)(0.0f)) * w;
-        }
-      }
-    }
-  }
-  int out = ((b * dd.w + s) * dd.y + y) * dd.z;
-  for (int k = 0; k < 8 && x0 + k < dd.z; k++) STORE4(mask_lanes(activate(acc[k], act), s, dc), out + x0 + k, dst);
-}
-
 // TRANSPOSE_CONV and Convolution2DTransposeBias: weights [O][kh][kw][I] (plain), one lane at a time.
 __kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
