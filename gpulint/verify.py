@@ -2,8 +2,8 @@
 it) against the reference (the LiteRT CPU interpreter on the original model), on the same inputs.
 
 Tolerances are absolute, scaled by each reference output's magnitude (its range, or its largest
-value for a constant output), because a model's outputs span from logits in the tens to
-probabilities near 0:
+value for a constant output; for the output of LOGISTIC, SOFTMAX or TANH, the range the op can
+produce), because a model's outputs span from logits in the tens to probabilities near 0:
 - fp32: 1e-4 x scale. The executor's kernels match LiteRT per op within 1e-5 x scale; whole
   models stay within 3e-5 x scale on the corpus (selfie_segmentation, the worst, 2.9e-5).
 - fp16: 1e-2 x scale, ten fp16 epsilons (9.8e-4 each): fp16 rounding compounds over depth;
@@ -179,13 +179,30 @@ def quant_step(model: Model, position: int) -> float | None:
     return None
 
 
-def default_tolerance(ref: np.ndarray, precision: str, integer: bool) -> Tolerance:
+# Outputs of these ops span a fixed range whatever the input; that range is their scale.
+BOUNDED_RANGE = {"LOGISTIC": 1.0, "SOFTMAX": 1.0, "TANH": 2.0}
+
+
+def bounded_range(model: Model, position: int) -> float | None:
+    """The width of the range output `position` can take, when the op producing it fixes one."""
+    sg = model.subgraphs[0]
+    t = sg.outputs[position]
+    op = next((op for op in sg.operators if t in op.outputs), None)
+    return None if op is None else BOUNDED_RANGE.get(model.op_name(op))
+
+
+def default_tolerance(ref: np.ndarray, precision: str, integer: bool, bounded: float | None = None) -> Tolerance:
+    """`bounded`: the output's fixed range (a probability's is 1). It sets the scale, because
+    on random inputs such an output can stay near one end (a segmentation mask that is almost
+    all zero), and its observed range would judge fp16 rounding far below what matters."""
     if integer:
         return Tolerance(float(QUANT_STEPS), 0.0, f"{QUANT_STEPS} quantization steps")
     r = ref.astype(np.float64)
     scale = float(np.ptp(r)) if r.size else 0.0
     if scale == 0.0:
         scale = float(np.max(np.abs(r), initial=0.0)) or 1.0
+    if bounded is not None:
+        scale = bounded
     factor = RELATIVE[precision]
     if precision == "fp16" and factor * scale < FP16_FLOOR:
         return Tolerance(FP16_FLOOR, 0.0, f"one fp16 epsilon, {FP16_FLOOR:.3g} (output scale {scale:.4g} is small)")
@@ -224,7 +241,13 @@ def metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
 
 
 def judge(
-    name: str, refs: list[np.ndarray], gots: list[np.ndarray], tol: Tolerance | None, precision: str, step: float | None
+    name: str,
+    refs: list[np.ndarray],
+    gots: list[np.ndarray],
+    tol: Tolerance | None,
+    precision: str,
+    step: float | None,
+    bounded: float | None = None,
 ) -> OutputResult:
     ref, got = np.stack(refs), np.stack(gots)
     shape, dtype = list(refs[0].shape), str(refs[0].dtype)
@@ -232,7 +255,7 @@ def judge(
         zero = Tolerance(0.0)
         return OutputResult(name, shape, dtype, tol or zero, {}, False, f"shape {list(gots[0].shape)}, not {shape}")
     integer = ref.dtype.kind in "iu" and step is not None
-    tol = tol or default_tolerance(ref, precision, integer)
+    tol = tol or default_tolerance(ref, precision, integer, bounded)
     m = metrics(ref, got)
     if integer:
         m["max_abs_error_steps"] = m["max_abs_error"]
@@ -331,7 +354,7 @@ def _judge_all(
         tol = req.tolerances.get(name) or req.tolerances.get("*")
         refs = [r[i] for r in all_refs]
         gots = [np.asarray(g[i]) for g in all_gots]
-        out.append(judge(name, refs, gots, tol, req.precision, quant_step(original, i)))
+        out.append(judge(name, refs, gots, tol, req.precision, quant_step(original, i), bounded_range(original, i)))
     return out
 
 

@@ -413,6 +413,76 @@ def test_whole_slice_copies_only_where_no_lane_changes_its_meaning() -> None:
     assert _whole_slices(*_copy_offsets([1, 4, 4, 4], shifted, [1, 4, 4, 5]), [1, 4, 4, 4], [1, 4, 4, 5]) is None
 
 
+def _conv(g: SubgraphBuilder, x: int, cin: int, cout: int, k: int = 1, act: str = "NONE") -> int:
+    opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function=act)
+    return g.op(
+        "CONV_2D", [x, g.const(f"w{x}", w(cout, k, k, cin)), g.const(f"b{x}", w(cout))], [1, 6, 7, cout], options=opts
+    )
+
+
+def _depthwise(g: SubgraphBuilder, x: int, c: int) -> int:
+    opts = dict(padding="SAME", stride_w=1, stride_h=1, depth_multiplier=1)
+    return g.op(
+        "DEPTHWISE_CONV_2D", [x, g.const(f"dw{x}", w(1, 3, 3, c)), g.const(f"db{x}", w(c))], [1, 6, 7, c], options=opts
+    )
+
+
+def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
+    """Graphs on x [1, 6, 7, 5], and the launches they should lower to."""
+    shape = [1, 6, 7]
+
+    def prelu(g: SubgraphBuilder, x: int) -> int:  # per-channel constant, as in BlazeFace
+        return g.op("PRELU", [_conv(g, x, 5, 6, 3), g.const("a", w(1, 1, 6))], [*shape, 6])
+
+    def residual(g: SubgraphBuilder, x: int) -> int:  # conv + the block's input, then RELU
+        return g.op("RELU", [g.op("ADD", [_conv(g, x, 5, 5), x], [*shape, 5])], [*shape, 5])
+
+    def swapped(g: SubgraphBuilder, x: int) -> int:  # operand first; the binary op's own activation
+        relu6 = dict(fused_activation_function="RELU6")
+        return g.op("SUB", [x, _depthwise(g, x, 5)], [*shape, 5], options=relu6)
+
+    def scalar(g: SubgraphBuilder, x: int) -> int:  # a scalar constant, then a unary op
+        half = g.op("MUL", [_conv(g, x, 5, 9), g.const("k", np.array([0.5], np.float32))], [*shape, 9])
+        return g.op("TANH", [half], [*shape, 9])
+
+    def excite(g: SubgraphBuilder, x: int) -> int:  # squeeze-and-excite scales, a runtime per-channel operand
+        axes = g.const("axes", np.array([1, 2], np.int32))
+        mean = g.op("MEAN", [x, axes], [1, 1, 1, 5], options=dict(keep_dims=True))
+        scales = g.op("LOGISTIC", [mean], [1, 1, 1, 5])
+        return g.op("MUL", [_conv(g, x, 5, 5), scales], [*shape, 5])
+
+    def hoisted(g: SubgraphBuilder, x: int) -> int:  # the residual's channel PAD comes after the conv
+        conv = _conv(g, x, 5, 8)
+        padded = g.op("PAD", [x, g.const("p", np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], [*shape, 8])
+        return g.op("ADD", [conv, padded], [*shape, 8])
+
+    def shared(g: SubgraphBuilder, x: int) -> int:  # the conv's output is read twice: nothing fuses
+        conv = _conv(g, x, 5, 5)
+        return g.op("ADD", [g.op("RELU", [conv], [*shape, 5]), conv], [*shape, 5])
+
+    return {
+        "prelu": (prelu, ["CONV_2D+PRELU"]),
+        "residual": (residual, ["CONV_2D+ADD+RELU"]),
+        "swapped": (swapped, ["DEPTHWISE_CONV_2D+SUB"]),
+        "scalar": (scalar, ["CONV_2D+MUL+TANH"]),
+        "excite": (excite, ["MEAN", "LOGISTIC", "CONV_2D+MUL"]),
+        "hoisted": (hoisted, ["PAD", "CONV_2D+ADD"]),  # PAD moved ahead of the conv
+        "shared": (shared, ["CONV_2D", "RELU", "ADD"]),
+    }
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(_fusion_cases()))
+def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(case: str, precision: str) -> None:
+    build, launches = _fusion_cases()[case]
+    model = single(lambda g: build(g, g.input("x", [1, 6, 7, 5])))
+    assert_matches(model, precision=precision)
+    assert [ln.op for ln in Executor(model, DEVICE).launches] == launches
+    # keep_intermediates (bisect) needs every tensor: one launch per op, in the file's order
+    unfused = [ln.op for ln in Executor(model, DEVICE, keep_intermediates=True).launches]
+    assert sorted(unfused) == sorted(n for op in launches for n in op.split("+"))
+
+
 def test_concatenation_of_runtime_and_constant_tensors() -> None:
     def build(g: SubgraphBuilder) -> int:
         a, b = g.input("a", [1, 4, 4, 3]), g.input("b", [1, 4, 4, 6])

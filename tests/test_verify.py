@@ -78,6 +78,17 @@ def test_judge_default_tolerance_scales_with_output() -> None:
     assert judge("y", [ref], [far], None, "fp16", None).passed  # 1e-2 of the range allows it
 
 
+def test_a_probability_is_judged_on_its_own_range() -> None:
+    """A sigmoid mask that stays near 0 on random inputs: its scale is 1, not its tiny range."""
+    ref = np.full(100, 1e-4, np.float32)
+    ref[0] = 0.02
+    got = ref.copy()
+    got[0] += 2e-3  # two fp16 epsilons: a thousandth of what a probability can span
+    assert not judge("mask", [ref], [got], None, "fp16", None).passed
+    assert judge("mask", [ref], [got], None, "fp16", None, bounded=1.0).passed
+    assert not judge("mask", [ref], [got], None, "fp32", None, bounded=1.0).passed
+
+
 def test_judge_nan_and_shape_and_quantized_steps() -> None:
     ref = np.zeros(4, np.float32)
     got = ref.copy()

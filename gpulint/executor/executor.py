@@ -408,6 +408,10 @@ class _Lowering:
         self.ex = ex
         self.model, self.sg = ex.model, ex.sg
         self.missing: dict[str, str] = {}
+        # producer op -> the elementwise ops fused into its kernel, in order (see plan_fusion)
+        self.forms: dict[int, int] = {}  # fused op -> its step's form
+        self.fused: dict[int, list[int]] = {} if ex.keep_intermediates else self.plan_fusion()
+        self.absorbed = {oi for chain in self.fused.values() for oi in chain}
 
     def name(self, op: Operator) -> str:
         return self.model.op_name(op)
@@ -436,12 +440,136 @@ class _Lowering:
 
         bound = cl.Kernel(self.ex.program, kernel)
         bound.set_args(*args)
-        self.ex.launches.append(Launch(oi, self.name(self.sg.operators[oi]), kernel, args, size, local, bound))
+        name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
+        self.ex.launches.append(Launch(oi, name, kernel, args, size, local, bound))
 
     def grid(self, shape: list[int], columns: int = 1) -> tuple[int, int, int]:
         """One work item per `columns` adjacent output columns of one slice."""
         b, h, w, c = layout.bhwc(shape)
         return (-(-w // columns), h, b * layout.slices(c))
+
+    def plan_fusion(self) -> dict[int, list[int]]:
+        """Elementwise ops that can run in the epilogue of the CONV_2D or DEPTHWISE_CONV_2D
+        (multiplier 1) producing their input, as the delegate's OpenCL backend links them:
+        up to two in a chain, each the only reader of the tensor before it, which is not a
+        graph output. A binary op qualifies when its other operand is a constant scalar or
+        per-channel vector, or a runtime tensor of the output's shape that exists before the
+        producer runs."""
+        self.hoist_operands()
+        readers: dict[int, list[int]] = {}
+        produced_by: dict[int, int] = {}
+        for oi, op in enumerate(self.sg.operators):
+            for t in op.inputs:
+                if t >= 0:
+                    readers.setdefault(t, []).append(oi)
+            for t in op.outputs:
+                produced_by[t] = oi
+        plan: dict[int, list[int]] = {}
+        for oi, op in enumerate(self.sg.operators):
+            name = self.name(op)
+            if name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or not op.outputs:
+                continue
+            if name == "DEPTHWISE_CONV_2D" and self.shape(op.inputs[0])[-1:] != self.shape(op.outputs[0])[-1:]:
+                continue
+            chain: list[int] = []
+            t = op.outputs[0]
+            while len(chain) < 2 and t not in self.sg.outputs and len(readers.get(t, [])) == 1:
+                ri = readers[t][0]
+                step = self.sg.operators[ri]
+                if step.inputs.count(t) != 1 or len(step.outputs) != 1 or self.shape(step.outputs[0]) != self.shape(t):
+                    break
+                form = self.step_form(step, t, oi, produced_by)
+                if form is None:
+                    break
+                self.forms[ri] = form
+                chain.append(ri)
+                t = step.outputs[0]
+            if chain:
+                plan[oi] = chain
+        return plan
+
+    def hoist_operands(self) -> None:
+        """Move the producer of a binary op's runtime operand (the channel PAD of a residual
+        branch, say) ahead of the conv that feeds the op's other input, when it reads only
+        tensors that exist by then: the op can then be fused into the conv. The order stays
+        topological; only the prepared copy of the model changes."""
+        ops = self.sg.operators
+        produced_by = {t: i for i, op in enumerate(ops) for t in op.outputs}
+        for ri in range(len(ops)):
+            step = ops[ri]
+            if self.name(step) not in BINARY or len(step.inputs) != 2:
+                continue
+            for a, u in (step.inputs, step.inputs[::-1]):
+                p, q = produced_by.get(a), produced_by.get(u)
+                if p is None or q is None or not p < q < ri:
+                    continue
+                if self.name(ops[p]) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+                    continue
+                if any(produced_by.get(t, -1) >= p for t in ops[q].inputs if t >= 0):
+                    continue
+                ops.insert(p, ops.pop(q))
+                produced_by = {t: i for i, op in enumerate(ops) for t in op.outputs}
+                break
+
+    def step_form(self, step: Operator, t: int, producer: int, produced_by: dict[int, int]) -> int | None:
+        """How `step`, reading `t`, fits an epilogue (the `form` of kernels' EPILOGUE_ARGS)."""
+        name = self.name(step)
+        if name in UNARY and len(step.inputs) == 1:
+            return 1
+        if name not in BINARY or len(step.inputs) != 2:
+            return None
+        other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
+        value = self.float_const(other)
+        if value is not None:
+            if value.size == 1:
+                return 4
+            channels = self.shape(t)[-1] if self.shape(t) else 1
+            return 2 if value.size == channels and value.shape[-1:] == (channels,) else None
+        ready = other in self.sg.inputs or produced_by.get(other, len(self.sg.operators)) < producer
+        if not ready:
+            return None
+        if self.shape(other) == self.shape(t):
+            return 3
+        # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
+        per_channel = layout.bhwc(self.shape(other)) == (1, 1, 1, layout.bhwc(self.shape(t))[3])
+        return 2 if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
+
+    def epilogue(self, oi: int) -> tuple[int, list[Any]]:
+        """The tensor op `oi`'s kernel writes (the last fused op's output) and its
+        EPILOGUE_ARGS; unused steps point at a placeholder buffer they never read."""
+        op = self.sg.operators[oi]
+        t, args = op.outputs[0], []
+        for ri in self.fused.get(oi, []):
+            step = self.sg.operators[ri]
+            name = self.name(step)
+            form = self.forms[ri]
+            opts = step.builtin_options.values if step.builtin_options is not None else {}
+            if form == 1:
+                code = UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0)
+                args += [_i4([code, 1, 0, 0]), np.float32(opts.get("alpha", 0.0)), self.placeholder()]
+            else:
+                other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
+                act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
+                value = self.float_const(other)
+                if value is None:  # a runtime tensor: in the output's layout, or per channel
+                    operand = self.ex.buffer(other)
+                else:
+                    assert value is not None
+                    padded = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
+                    padded[: value.size] = value.ravel()
+                    operand = self.ex.upload(padded, writable=False)
+                swap = int(step.inputs[0] != t)
+                args += [_i4([BINARY[name], form, swap, act]), np.float32(0.0), operand]
+            t = step.outputs[0]
+        return t, args + self.epilogue_none()[len(args) :]
+
+    def epilogue_none(self) -> list[Any]:
+        return [_i4([0, 0, 0, 0]), np.float32(0.0), self.placeholder()] * 2
+
+    def placeholder(self) -> Any:
+        if not hasattr(self, "_placeholder"):
+            self._placeholder = self.ex.upload(np.zeros(4), writable=False)
+        return self._placeholder
 
     def lower(self) -> None:
         for t in self.sg.inputs:  # int8 interface inputs read only by a DEQUANTIZE: dequantized on the host
@@ -461,6 +589,10 @@ class _Lowering:
             if name == "DEQUANTIZE" and op.inputs[0] in self.ex.edges_in:
                 continue
             if name == "QUANTIZE" and op.outputs and op.outputs[0] in self.ex.edges_out:
+                continue
+            if oi in self.absorbed:  # runs inside its producer's kernel
+                if self.ex.pool is not None:
+                    self.ex.pool.release_after(oi)
                 continue
             try:
                 self.lower_op(oi, op, name)
@@ -542,8 +674,9 @@ class _Lowering:
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
-        shapes = (xs, ys)
-        self.conv_launch(oi, self.ex.buffer(x), w, bias, self.ex.buffer(y), shapes, (kw, kh, sw, sh, dw, dh), pad, act)
+        out, epilogue = self.epilogue(oi)
+        geometry = (kw, kh, sw, sh, dw, dh)
+        self.conv_launch(oi, self.ex.buffer(x), w, bias, self.ex.buffer(out), (xs, ys), geometry, pad, act, epilogue)
 
     def conv_launch(
         self,
@@ -556,6 +689,7 @@ class _Lowering:
         geometry: tuple[int, ...],
         pad: Any,
         act: int,
+        epilogue: list[Any] | None = None,
     ) -> None:
         """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
         1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane."""
@@ -569,14 +703,15 @@ class _Lowering:
         padded[: len(bias)] = bias
         weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
         head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
+        tail = epilogue if epilogue is not None else self.epilogue_none()
         pointwise = (kw, kh, sw, sh) == (1, 1, 1, 1) and tuple(pad.tolist()) == (0, 0)
         if pointwise and layout.bhwc(xs)[1:3] == (h, wd):
             px = 8 if h * wd > 1 else 1
             grid = (-(-h * wd // px), b * groups)
-            self.launch(oi, f"conv1x1_o{ob}_p{px}", [*head, np.int32(c), np.int32(act)], grid, local=(1, 1))
+            self.launch(oi, f"conv1x1_o{ob}_p{px}", [*head, np.int32(c), np.int32(act), *tail], grid, local=(1, 1))
             return
-        tail = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
-        self.launch(oi, f"conv_o{ob}", head + tail, (-(-wd // 4), h, b * groups))
+        shape_args = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
+        self.launch(oi, f"conv_o{ob}", head + shape_args + tail, (-(-wd // 4), h, b * groups))
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -615,7 +750,9 @@ class _Lowering:
         geometry = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
         dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns
-            self.launch(oi, "depthwise_x8", [*head, self.ex.buffer(y), *dims, *geometry], self.grid(ys, 8))
+            out, epilogue = self.epilogue(oi)
+            args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
+            self.launch(oi, "depthwise_x8", args, self.grid(ys, 8))
             return
         args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
         self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))

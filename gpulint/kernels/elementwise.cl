@@ -45,6 +45,20 @@ inline float4 binary4(float4 a, float4 b, int op) {
   }
 }
 
+// Elementwise ops fused into the kernel that produces their input (conv, depthwise), as the
+// delegate links them: up to two steps after the producer's own activation. A step is
+// e = (op, form, swap, act): form 0 none, 1 unary op, 2-4 binary op with an operand that is
+// per channel (slice s), a tensor shaped like the output (float4 index i) or one scalar;
+// swap puts the operand first; act is the binary op's fused activation.
+#define EPILOGUE_ARGS int4 e1, float p1, __global const FLT* o1, int4 e2, float p2, __global const FLT* o2
+#define FINISH(v, s, i) epilogue(epilogue((v), e1, p1, o1, (s), (i)), e2, p2, o2, (s), (i))
+inline float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
+  if (e.y == 0) return v;
+  if (e.y == 1) return unary4(v, e.x, p);
+  float4 u = e.y == 2 ? LOAD4(s, o) : (e.y == 3 ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
+  return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
+}
+
 __kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, int op, float p) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;
