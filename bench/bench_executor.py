@@ -1,6 +1,6 @@
 """The OpenCL executor against the LiteRT CPU interpreter, and `gpulint verify` end to end.
 
-    .venv/bin/python bench/bench_executor.py [--corpus ../shared/models] [--runs 10] [--models mediapipe]
+    .venv/bin/python bench/bench_executor.py [--corpus ../shared/models] [--runs 20] [--models mediapipe]
 
 Per model, in one run (ratios, because these machines are shared and noisy): the warm latency
 of the interpreter (all cores) and of the executor (`gpulint.bench`), their ratio, and the
@@ -34,7 +34,7 @@ def verify_process(model: Path, env: dict[str, str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--models", default="mediapipe", help="a corpus subfolder, or 'all'")
     args = ap.parse_args()
     if not args.corpus.is_dir():
