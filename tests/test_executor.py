@@ -247,6 +247,46 @@ def test_binary(op: str, a: list[int], b: list[int], const_b: bool) -> None:
     assert_matches(model, inputs)
 
 
+@pytest.mark.parametrize("op", ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"])
+@pytest.mark.parametrize(("a", "b"), [([1, 3, 4, 5], [1, 3, 4, 5]), ([1, 3, 4, 6], [6]), ([2, 5], [1])])
+def test_comparisons_give_bool(op: str, a: list[int], b: list[int]) -> None:
+    out = list(np.broadcast_shapes(tuple(a), tuple(b)))
+    model = single(lambda g: g.op(op, [g.input("a", a), g.input("b", b)], out, dtype="BOOL"))
+    # whole numbers in a small range, so that equal values occur
+    inputs = [RNG.integers(-2, 3, s).astype(np.float32) for s in (a, b)]
+    (got,) = Executor(model, DEVICE).run(inputs)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, litert(model, inputs)[0])
+
+
+@pytest.mark.parametrize("op", ["LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"])
+def test_logical_ops(op: str) -> None:
+    shape = [1, 3, 4, 6]
+    names = ["a"] if op == "LOGICAL_NOT" else ["a", "b"]
+    model = single(lambda g: g.op(op, [g.input(n, shape, "BOOL") for n in names], shape, dtype="BOOL"))
+    inputs = [RNG.integers(0, 2, shape).astype(bool) for _ in names]
+    np.testing.assert_array_equal(Executor(model, DEVICE).run(inputs)[0], litert(model, inputs)[0])
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [("FLOAT32", "INT32"), ("INT32", "FLOAT32"), ("FLOAT32", "BOOL"), ("BOOL", "FLOAT32"), ("INT32", "BOOL")],
+)
+def test_cast(src: str, dst: str) -> None:
+    shape = [1, 2, 3, 5]
+    model = single(lambda g: g.op("CAST", [g.input("x", shape, src)], shape, dtype=dst))
+    values = {
+        "FLOAT32": RNG.uniform(-3, 3, shape).astype(np.float32),  # negative: truncation toward 0
+        "INT32": RNG.integers(-3, 4, shape).astype(np.int32),
+        "BOOL": RNG.integers(0, 2, shape).astype(bool),
+    }
+    inputs = [values[src]]
+    values["FLOAT32"][0, 0, 0, :2] = [0.0, -0.0]
+    got, expected = Executor(model, DEVICE).run(inputs)[0], litert(model, inputs)[0]
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize(
     "op",
     [

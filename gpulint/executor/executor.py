@@ -46,7 +46,11 @@ UNARY = {
     "COS": 19,
     "FLOOR": 20,
     "SIGN": 21,
+    "LOGICAL_NOT": 22,
 }
+# BOOL and INT32 tensors live in float buffers like every other tensor (exact below 2^24); CAST
+# converts between them by value. Codes continue UNARY's in the same kernel.
+CAST = {"FLOAT32": -1, "INT32": 23, "BOOL": 24}
 BINARY = {
     "ADD": 0,
     "SUB": 1,
@@ -59,6 +63,14 @@ BINARY = {
     "FLOOR_DIV": 8,
     "FLOOR_MOD": 9,
     "PRELU": 10,
+    "EQUAL": 11,
+    "NOT_EQUAL": 12,
+    "LESS": 13,
+    "LESS_EQUAL": 14,
+    "GREATER": 15,
+    "GREATER_EQUAL": 16,
+    "LOGICAL_AND": 17,
+    "LOGICAL_OR": 18,
 }
 REDUCE = {"MEAN": 0, "SUM": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
 PREPARE = ("densify-constants", "dequantize-constants", "quantized-to-float")
@@ -184,6 +196,11 @@ class Executor:
             host = np.empty(layout.size(shape), self.dtype)
             cl.enqueue_copy(queue, host, self.buffer(source))
             value = layout.from_slices(host.astype(np.float32), shape)
+            kind = str(self.sg.tensors[t].type)
+            if kind == "BOOL":
+                value = value != 0
+            elif kind in ("INT32", "INT64"):
+                value = np.rint(value).astype(_NUMPY[kind])
             if q is not None:
                 int_type = _INT_TYPES[str(self.sg.tensors[t].type)]
                 info = np.iinfo(int_type)
@@ -627,6 +644,8 @@ class _Lowering:
         }.get(name)
         if handler is not None:
             handler(oi, op, opts, act)
+        elif name == "CAST":
+            self.cast(oi, op)
         elif name in UNARY:
             self.unary(
                 oi,
@@ -851,6 +870,12 @@ class _Lowering:
             ],
             self.grid(self.shape(y), 8),
         )
+
+    def cast(self, oi: int, op: Operator) -> None:
+        target = str(self.sg.tensors[op.outputs[0]].type)
+        if target not in CAST or str(self.sg.tensors[op.inputs[0]].type) not in CAST:
+            raise ExecutorError("CAST other than between FLOAT32, INT32 and BOOL")
+        self.unary(oi, op, CAST[target], 0.0)  # -1: FLOAT32 holds any value as it is
 
     def operand(self, oi: int, t: int, rank: int) -> tuple[Any, list[int]]:
         """A binary op's input in the layout of the output's rank (numpy's leading-1 alignment)."""

@@ -24,7 +24,11 @@ inline float4 unary4(float4 x, int op, float p) {
     case 19: return cos(x);                               // COS
     case 20: return floor(x);                             // FLOOR
     case 21: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);  // SIGN
-    default: return x;
+    // BOOL and INT32 tensors are floats holding 0/1 and whole numbers.
+    case 22: return x == 0.0f ? 1.0f : 0.0f;              // LOGICAL_NOT
+    case 23: return trunc(x);                             // CAST to INT32 (C's conversion)
+    case 24: return x != 0.0f ? 1.0f : 0.0f;              // CAST to BOOL
+    default: return x;                                    // CAST to FLOAT32
   }
 }
 
@@ -41,6 +45,14 @@ inline float4 binary4(float4 a, float4 b, int op) {
     case 8: return floor(a / b);                          // FLOOR_DIV
     case 9: return a - floor(a / b) * b;                  // FLOOR_MOD
     case 10: return a >= 0.0f ? a : a * b;                // PRELU (b = alpha)
+    case 11: return a == b ? 1.0f : 0.0f;                 // EQUAL, and the rest give BOOL as 0/1
+    case 12: return a != b ? 1.0f : 0.0f;
+    case 13: return a < b ? 1.0f : 0.0f;
+    case 14: return a <= b ? 1.0f : 0.0f;
+    case 15: return a > b ? 1.0f : 0.0f;
+    case 16: return a >= b ? 1.0f : 0.0f;
+    case 17: return a != 0.0f && b != 0.0f ? 1.0f : 0.0f;  // LOGICAL_AND
+    case 18: return a != 0.0f || b != 0.0f ? 1.0f : 0.0f;  // LOGICAL_OR
     default: return a;
   }
 }
