@@ -247,6 +247,20 @@ def test_binary(op: str, a: list[int], b: list[int], const_b: bool) -> None:
     assert_matches(model, inputs)
 
 
+@pytest.mark.parametrize(("rows", "inputs", "units"), [(1, 5, 6), (2, 3, 8), (3, 16, 5)])
+def test_lstm_basic_kernel(rows: int, inputs: int, units: int) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x, h, c = g.input("x", [rows, inputs]), g.input("h", [rows, units]), g.input("c", [rows, units])
+        weights, bias = g.const("w", 0.5 * w(4 * units, inputs + units)), g.const("b", 0.5 * w(4 * units))
+        shapes = [[rows, units], [rows, units], [rows, inputs + units], [rows, 4 * units]]
+        options = dict(fused_activation_function="TANH", kernel_type="BASIC")
+        activation, state, _, _ = g.op("LSTM", [x, h, weights, bias, c], shapes=shapes, options=options)
+        g.output(activation)
+        return state
+
+    assert_matches(single(build))
+
+
 @pytest.mark.parametrize("op", ["EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"])
 @pytest.mark.parametrize(("a", "b"), [([1, 3, 4, 5], [1, 3, 4, 5]), ([1, 3, 4, 6], [6]), ([2, 5], [1])])
 def test_comparisons_give_bool(op: str, a: list[int], b: list[int]) -> None:

@@ -641,6 +641,7 @@ class _Lowering:
             "Convolution2DTransposeBias": self.transpose_conv,
             "BATCH_MATMUL": self.batch_matmul,
             "CUMSUM": self.cumsum,
+            "LSTM": self.lstm,
         }.get(name)
         if handler is not None:
             handler(oi, op, opts, act)
@@ -870,6 +871,47 @@ class _Lowering:
             ],
             self.grid(self.shape(y), 8),
         )
+
+    def lstm(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        """LSTM with the basic kernel (the one the delegate runs): the gates are a
+        FULLY_CONNECTED over [input, previous activation], then one kernel for the cell."""
+        if opts.get("kernel_type") != "BASIC" or len(op.inputs) != 5 or len(op.outputs) < 2:
+            raise ExecutorError("LSTM other than the basic kernel (5 inputs)")
+        if opts.get("cell_clip") or opts.get("proj_clip") or opts.get("fused_activation_function") != "TANH":
+            raise ExecutorError("LSTM with clipping or an activation other than TANH")
+        x, h, wt, bias_t, c = op.inputs
+        w = self.float_const(wt)
+        if w is None:
+            raise ExecutorError("runtime weights")
+        rows, i = layout.bhwc(self.shape(x))[0], self.shape(x)[-1]
+        units = self.shape(h)[-1]
+        # [input, previous activation] side by side: output 2 when the model has it
+        joined_shape = [rows, i + units]
+        joined = self.ex.buffer(op.outputs[2]) if len(op.outputs) > 2 else self.ex.scratch(joined_shape)
+        b, j = np.meshgrid(np.arange(rows), np.arange(i + units), indexing="ij")
+        index = np.where(j < i, b * i + j, rows * i + b * units + (j - i))
+        self.copy_map(
+            oi, [(self.ex.buffer(x), self.shape(x)), (self.ex.buffer(h), self.shape(h))], joined, joined_shape, [index]
+        )
+        gates_shape = [rows, 4 * units]
+        gates = self.ex.buffer(op.outputs[3]) if len(op.outputs) > 3 else self.ex.scratch(gates_shape)
+        bias = self.bias(bias_t, 4 * units)
+        geometry = (1, 1, 1, 1, 1, 1)
+        self.conv_launch(
+            oi,
+            joined,
+            w.reshape(4 * units, 1, 1, i + units),
+            bias,
+            gates,
+            (joined_shape, gates_shape),
+            geometry,
+            _i2(0, 0),
+            0,
+        )
+        state_shape = [rows, units]
+        args = [gates, self.ex.buffer(c), self.ex.buffer(op.outputs[0]), self.ex.buffer(op.outputs[1])]
+        args += [_i4(layout.dims4(gates_shape)), _i4(layout.dims4(state_shape)), np.int32(units)]
+        self.launch(oi, "lstm_cell", args, (layout.slices(units), rows))
 
     def cast(self, oi: int, op: Operator) -> None:
         target = str(self.sg.tensors[op.outputs[0]].type)
