@@ -48,6 +48,11 @@ class Device:
         return f"{str(self.device.platform.name).strip()} {str(self.device.driver_version).strip()}"
 
     @property
+    def cpu(self) -> bool:
+        """A CPU device (PoCL's pthread), where each work item already loops over a block."""
+        return bool(self.device.type & _cl().device_type.CPU)
+
+    @property
     def fp16(self) -> bool:
         return "cl_khr_fp16" in self.device.extensions
 
