@@ -76,6 +76,7 @@ def bench(
     # same run took 10 or 15 ms for minutes at a time), and both sides should see the drift.
     for share in np.array_split(np.arange(runs), min(ROUNDS, runs)):
         cpu += reference.time_invoke(path, inputs, len(share), threads)
+        ex.run(inputs)  # warm-up after the child, as the child warms up the interpreter
         for _ in share:
             clock = time.perf_counter()
             ex.run(inputs)
