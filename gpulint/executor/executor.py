@@ -774,10 +774,12 @@ class _Lowering:
         head = [self.ex.buffer(x), self.ex.upload(wp.ravel(), writable=False), self.ex.upload(bias, writable=False)]
         geometry = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
         dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
-        if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns
+        if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns and 1 or 2 rows
             out, epilogue = self.epilogue(oi)
             args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
-            self.launch(oi, "depthwise_x8", args, self.grid(ys, 8))
+            rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
+            columns, height, planes = self.grid(ys, 8)
+            self.launch(oi, f"depthwise_x8_r{rows}", args, (columns, -(-height // rows), planes))
             return
         args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
         self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))
