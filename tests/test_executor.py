@@ -545,18 +545,28 @@ def test_concatenation_of_runtime_and_constant_tensors() -> None:
     assert_matches(single(build))
 
 
-def test_transpose_conv_and_batch_matmul() -> None:
+@pytest.mark.parametrize(
+    ("cin", "cout", "k", "stride", "padding"),
+    [(6, 5, 3, 2, "SAME"), (16, 1, 2, 2, "VALID"), (3, 9, 4, 2, "SAME"), (5, 4, 3, 1, "SAME"), (4, 8, 5, 3, "VALID")],
+)
+def test_transpose_conv(cin: int, cout: int, k: int, stride: int, padding: str) -> None:
+    def out_size(n: int) -> int:  # TFLite's: n * stride for SAME, (n - 1) * stride + k for VALID
+        return n * stride if padding == "SAME" else (n - 1) * stride + k
+
     def tconv(g: SubgraphBuilder) -> int:
-        x = g.input("x", [1, 4, 4, 6])
+        x = g.input("x", [1, 4, 5, cin])
+        out = [1, out_size(4), out_size(5), cout]
         return g.op(
             "TRANSPOSE_CONV",
-            [g.const("shape", np.array([1, 8, 8, 5], np.int32)), g.const("w", w(5, 3, 3, 6)), x],
-            [1, 8, 8, 5],
-            options=dict(padding="SAME", stride_w=2, stride_h=2),
+            [g.const("shape", np.array(out, np.int32)), g.const("w", w(cout, k, k, cin)), x],
+            out,
+            options=dict(padding=padding, stride_w=stride, stride_h=stride),
         )
 
     assert_matches(single(tconv))
 
+
+def test_batch_matmul() -> None:
     def matmul(g: SubgraphBuilder) -> int:
         a, b = g.input("a", [2, 5, 7]), g.input("b", [2, 7, 6])
         return g.op("BATCH_MATMUL", [a, b], [2, 5, 6])

@@ -28,37 +28,38 @@ __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, 
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
-// TRANSPOSE_CONV and Convolution2DTransposeBias: weights [O][kh][kw][I] (plain), one lane at a time.
+// TRANSPOSE_CONV and Convolution2DTransposeBias: weights [O][kh][kw][Si * 4] (inputs padded to
+// whole slices). Output (y, x) takes kernel row ky where (y + pad - ky) is a multiple of the
+// stride: those rows are walked directly, every stride-th from the first, with no modulo per tap.
 __kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
                              int2 pad, int act) {
-  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
-  if (x >= dd.z || y >= dd.y || b >= dd.x) return;
-  float r[4];
-  for (int l = 0; l < 4; l++) {
-    int o = s * 4 + l;
-    float acc = 0.0f;
-    if (o < dc) {
-      acc = LOAD1(o, bias);
-      for (int ky = 0; ky < kernel_size.y; ky++) {
-        int ty = y + pad.y - ky;
-        if (ty < 0 || ty % stride.y) continue;
-        int iy = ty / stride.y;
-        if (iy >= sd.y) continue;
-        for (int kx = 0; kx < kernel_size.x; kx++) {
-          int tx = x + pad.x - kx;
-          if (tx < 0 || tx % stride.x) continue;
-          int ix = tx / stride.x;
-          if (ix >= sd.z) continue;
-          int wi = ((o * kernel_size.y + ky) * kernel_size.x + kx) * sc;
-          for (int i = 0; i < sc; i++) acc += read1(src, sd, b, iy, ix, i) * LOAD1(wi + i, wt);
+  if (first >= dd.z || y >= dd.y || b >= dd.x) return;
+  float4 bv = LOAD4(s, bias);
+  for (int x = first; x < first + 8 && x < dd.z; x++) {  // 8 output columns per work item
+    float4 acc = bv;
+    for (int ky = (y + pad.y) % stride.y; ky < kernel_size.y; ky += stride.y) {
+      int iy = (y + pad.y - ky) / stride.y;
+      if (iy < 0 || iy >= sd.y) continue;
+      for (int kx = (x + pad.x) % stride.x; kx < kernel_size.x; kx += stride.x) {
+        int ix = (x + pad.x - kx) / stride.x;
+        if (ix < 0 || ix >= sd.z) continue;
+        for (int is = 0; is < sd.w; is++) {
+          float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
+          int tap = (ky * kernel_size.x + kx) * sd.w + is;
+          int per_output = kernel_size.y * kernel_size.x * sd.w;
+          int o = s * 4;
+          acc.x += o < dc ? dot(v, LOAD4(o * per_output + tap, wt)) : 0.0f;
+          acc.y += o + 1 < dc ? dot(v, LOAD4((o + 1) * per_output + tap, wt)) : 0.0f;
+          acc.z += o + 2 < dc ? dot(v, LOAD4((o + 2) * per_output + tap, wt)) : 0.0f;
+          acc.w += o + 3 < dc ? dot(v, LOAD4((o + 3) * per_output + tap, wt)) : 0.0f;
         }
       }
     }
-    r[l] = acc;
+    STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
   }
-  STORE4(mask_lanes(activate((float4)(r[0], r[1], r[2], r[3]), act), s, dc), slice_index(dd, b, y, x, s), dst);
 }
 
 // BATCH_MATMUL on [B, M, K] x [B, K, N] stored as BHWC (B, 1, M, K): one output slice of N.
