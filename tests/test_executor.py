@@ -525,6 +525,32 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
     }
 
 
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_tanh_as_a_fused_activation(op: str) -> None:
+    """TANH as a fused activation, which LiteRT refuses on these ops (and which plain kernels
+    apply after their stores): against the executor's own output without the activation."""
+    depthwise = op == "DEPTHWISE_CONV_2D"
+    weights, bias = (w(1, 3, 3, 5), w(5)) if depthwise else (w(6, 3, 3, 5), w(6))
+
+    def build(activation: str) -> Model:
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function=activation)
+        if depthwise:
+            opts["depth_multiplier"] = 1
+        return single(
+            lambda g: g.op(
+                op,
+                [g.input("x", [1, 6, 9, 5]), g.const("w", weights), g.const("b", bias)],
+                [1, 6, 9, 5 if depthwise else 6],
+                options=opts,
+            )
+        )
+
+    x = [RNG.uniform(-2, 2, [1, 6, 9, 5]).astype(np.float32)]
+    (plain,) = Executor(build("NONE"), DEVICE).run(x)
+    (activated,) = Executor(build("TANH"), DEVICE).run(x)
+    np.testing.assert_allclose(activated, np.tanh(plain), rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(_fusion_cases()))
 def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(case: str, precision: str) -> None:

@@ -557,8 +557,9 @@ class _Lowering:
         return 2 if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
 
     def epilogue(self, oi: int) -> tuple[int, list[Any]]:
-        """The tensor op `oi`'s kernel writes (the last fused op's output) and its
-        EPILOGUE_ARGS; unused steps point at a placeholder buffer they never read."""
+        """The tensor op `oi`'s kernel writes (the last fused op's output) and the
+        EPILOGUE_ARGS of its `_fused` kernel, none when nothing is fused; an unused step
+        points at a placeholder buffer it never reads."""
         op = self.sg.operators[oi]
         t, args = op.outputs[0], []
         for ri in self.fused.get(oi, []):
@@ -583,7 +584,7 @@ class _Lowering:
                 swap = int(step.inputs[0] != t)
                 args += [_i4([BINARY[name], form, swap, act]), np.float32(0.0), operand]
             t = step.outputs[0]
-        return t, args + self.epilogue_none()[len(args) :]
+        return t, (args + self.epilogue_none()[len(args) :]) if args else []
 
     def epilogue_none(self) -> list[Any]:
         return [_i4([0, 0, 0, 0]), np.float32(0.0), self.placeholder()] * 2
@@ -732,14 +733,14 @@ class _Lowering:
         padded[: len(bias)] = bias
         weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
         head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
-        tail = epilogue if epilogue is not None else self.epilogue_none()
+        tail, suffix = (epilogue, "_fused") if epilogue else ([], "")
         if pointwise:
             px = 8 if h * wd > 1 else 1  # positions per item
             grid = (-(-h * wd // px), b * groups)
-            self.launch(oi, f"conv1x1_o{ob}_p{px}", [*head, np.int32(c), np.int32(act), *tail], grid)
+            self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", [*head, np.int32(c), np.int32(act), *tail], grid)
             return
         shape_args = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
-        self.launch(oi, f"conv_o{ob}", head + shape_args + tail, (-(-wd // 4), h, b * groups))
+        self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups))
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -782,7 +783,8 @@ class _Lowering:
             args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
             columns, height, planes = self.grid(ys, 8)
-            self.launch(oi, f"depthwise_x8_r{rows}", args, (columns, -(-height // rows), planes))
+            kernel = f"depthwise_x8_r{rows}" + ("_fused" if epilogue else "")
+            self.launch(oi, kernel, args, (columns, -(-height // rows), planes))
             return
         args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
         self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))

@@ -62,8 +62,14 @@ inline float4 binary4(float4 a, float4 b, int op) {
 // e = (op, form, swap, act): form 0 none, 1 unary op, 2-4 binary op with an operand that is
 // per channel (slice s), a tensor shaped like the output (float4 index i) or one scalar;
 // swap puts the operand first; act is the binary op's fused activation.
+// The `_fused` kernels in conv.cl.j2 take these arguments.
 #define EPILOGUE_ARGS int4 e1, float p1, __global const FLT* o1, int4 e2, float p2, __global const FLT* o2
 #define FINISH(v, s, i) epilogue(epilogue((v), e1, p1, o1, (s), (i)), e2, p2, o2, (s), (i))
+// The activations that are clamps (NONE, RELU, RELU_N1_TO_1, RELU6) as bounds.
+inline float2 clamp_bounds(int act) {
+  return (float2)(act == 1 || act == 3 ? 0.0f : (act == 2 ? -1.0f : -INFINITY),
+                  act == 3 ? 6.0f : (act == 2 ? 1.0f : INFINITY));
+}
 inline float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
   if (e.y == 0) return v;
   if (e.y == 1) return unary4(v, e.x, p);
