@@ -632,8 +632,9 @@ def test_float_corpus_models_match_litert(path: Path) -> None:
 
 def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
     code = (
-        "import time, os; from gpulint.executor import select_device; from gpulint.executor.device import program;"
-        "d = select_device(); t = time.perf_counter(); program(d, False); print(time.perf_counter() - t)"
+        "import time, os; from gpulint.executor import select_device; from gpulint.executor.device import kernel;"
+        "d = select_device(); t = time.perf_counter(); kernel(d, False, 'conv_o4'); kernel(d, False, 'binary');"
+        "print(time.perf_counter() - t)"
     )
     env = {"GPULINT_CACHE_DIR": str(tmp_path / "cache")}
     import os

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from gpulint.executor import layout, movement
-from gpulint.executor.device import Device, ExecutorError, program, select_device
+from gpulint.executor.device import Device, ExecutorError, select_device
+from gpulint.executor.device import kernel as device_kernel
 from gpulint.fix import clone
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator
@@ -112,7 +113,6 @@ class Executor:
         self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
         self.model = _prepare(self.source)
         self.sg = self.model.subgraphs[0]
-        self.program = program(self.device, self.precision == "fp16")
         self.buffers: dict[int, Any] = {}
         self.pool = _BufferPool(self) if not self.keep_intermediates else None
         self.edges_in: dict[int, tuple[int, Any]] = {}  # graph input -> (float tensor, quantization)
@@ -456,13 +456,12 @@ class _Lowering:
         choose sizes by grid compiled each kernel several times: pose_detection's cold start
         was 19-20 s against 9-10 s this way, for the same warm latency (within 5% on every
         MediaPipe model). A GPU needs many items per group: its driver chooses."""
-        import pyopencl as cl
-
-        bound = cl.Kernel(self.ex.program, kernel)
+        device = self.ex.device
+        assert device is not None
+        bound = device_kernel(device, self.ex.precision == "fp16", kernel)
         bound.set_args(*args)
         name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
-        assert self.ex.device is not None
-        local = (1,) * len(size) if self.ex.device.cpu else None
+        local = (1,) * len(size) if device.cpu else None
         self.ex.launches.append(Launch(oi, name, kernel, args, size, local, bound))
 
     def grid(self, shape: list[int], columns: int = 1) -> tuple[int, int, int]:
