@@ -356,24 +356,28 @@ def _whole_slices(
     slice it touches takes its lanes in place from one source slice, and any lane the element
     copy leaves out is a padding lane on both sides (zero, so copying it changes nothing).
     Spatial PAD, SLICE, TRANSPOSE of H/W and channel-aligned CONCATENATION are such copies."""
-    if not len(dst_off) or np.any(dst_off % 4 != src_off % 4):
+    if not len(dst_off):
         return None
-    order = np.argsort(dst_off, kind="stable")
-    dq, sq, lane = dst_off[order] // 4, src_off[order] // 4, dst_off[order] % 4
-    groups, first, counts = np.unique(dq, return_index=True, return_counts=True)
-    if np.any(sq != np.repeat(sq[first], counts)):
+    source = np.full(layout.size(dst_shape), -1, np.int64)  # the source of each dst float
+    source[dst_off] = src_off
+    lanes = source.reshape(-1, 4)
+    touched = np.flatnonzero((lanes >= 0).any(axis=1))
+    lanes = lanes[touched]
+    present = lanes >= 0
+    if np.any(present & (lanes % 4 != np.arange(4))):
         return None
-    present = np.zeros((len(groups), 4), bool)
-    present[np.repeat(np.arange(len(groups)), counts), lane] = True
+    slices = np.where(present, lanes // 4, -1).max(axis=1)
+    if np.any(present & (lanes // 4 != slices[:, None])):
+        return None
     if not present.all():
         dst_real = np.zeros(layout.size(dst_shape), bool)
         dst_real[layout.offsets(dst_shape)] = True
         src_real = np.zeros(layout.size(src_shape), bool)
         src_real[layout.offsets(src_shape)] = True
         g, missing_lane = np.nonzero(~present)
-        if dst_real[groups[g] * 4 + missing_lane].any() or src_real[sq[first][g] * 4 + missing_lane].any():
+        if dst_real[touched[g] * 4 + missing_lane].any() or src_real[slices[g] * 4 + missing_lane].any():
             return None
-    return groups, sq[first]
+    return touched, slices
 
 
 def _i2(a: int, b: int) -> Any:

@@ -7,6 +7,8 @@ A TFLite tensor of rank 1-4 maps to BHWC as the delegate maps it (model_builder_
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from gpulint.executor.device import ExecutorError
@@ -66,7 +68,14 @@ def from_slices(flat: np.ndarray, shape: list[int] | tuple[int, ...]) -> np.ndar
 
 def offsets(shape: list[int] | tuple[int, ...]) -> np.ndarray:
     """For each element of a tensor in logical (row-major) order, its float offset in slices."""
+    return _offsets(tuple(int(d) for d in shape))
+
+
+@cache
+def _offsets(shape: tuple[int, ...]) -> np.ndarray:  # lowering asks for the same shapes often
     b, h, w, c = bhwc(shape)
     s = slices(c)
-    bi, hi, wi, ci = np.meshgrid(np.arange(b), np.arange(h), np.arange(w), np.arange(c), indexing="ij")
-    return (((((bi * s + ci // 4) * h + hi) * w + wi) * 4) + ci % 4).astype(np.int32).ravel()
+    bi, hi, wi, ci = np.ix_(*(np.arange(n, dtype=np.int64) for n in (b, h, w, c)))  # broadcast, not meshgrid
+    result = (((((bi * s + ci // 4) * h + hi) * w + wi) * 4) + ci % 4).astype(np.int32).ravel()
+    result.flags.writeable = False  # shared by every caller
+    return result
