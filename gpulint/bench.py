@@ -27,9 +27,10 @@ from gpulint.executor import Device, Executor, ExecutorError
 from gpulint.model import read
 
 ROUNDS = 5
-# Executor runs, untimed, after each interpreter round: idle through the child's round, the
-# executor's first runs were up to 1.7x slower than back to back (PoCL's threads sleep, the
-# 2-core VM's clocks drop), while the interpreter times itself back to back in the child.
+# Both sides run untimed this long before each round of timed runs: idle through the other
+# side's round, the executor's first runs were up to 1.7x slower than back to back (PoCL's
+# threads sleep, the 2-core VM slows down), and one warm-up invoke left the interpreter up to
+# 2x slower than it runs warm.
 WARM_S = reference.WARM_S
 
 
@@ -80,7 +81,7 @@ def bench(
     # same run took 10 or 15 ms for minutes at a time), and both sides should see the drift.
     for share in np.array_split(np.arange(runs), min(ROUNDS, runs)):
         cpu += reference.time_invoke(path, inputs, len(share), threads)
-        warm = time.perf_counter() + WARM_S  # hot again after idling through the child's round
+        warm = time.perf_counter() + WARM_S
         while time.perf_counter() < warm:
             ex.run(inputs)
         for _ in share:

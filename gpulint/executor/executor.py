@@ -429,8 +429,8 @@ class _Lowering:
         self.ex = ex
         self.model, self.sg = ex.model, ex.sg
         self.missing: dict[str, str] = {}
+        self.forms: dict[int, int] = {}  # fused op -> the form of its step (see step_form)
         # producer op -> the elementwise ops fused into its kernel, in order (see plan_fusion)
-        self.forms: dict[int, int] = {}  # fused op -> its step's form
         self.fused: dict[int, list[int]] = {} if ex.keep_intermediates else self.plan_fusion()
         self.absorbed = {oi for chain in self.fused.values() for oi in chain}
 
@@ -580,7 +580,6 @@ class _Lowering:
                 if value is None:  # a runtime tensor: in the output's layout, or per channel
                     operand = self.ex.buffer(other)
                 else:
-                    assert value is not None
                     padded = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
                     padded[: value.size] = value.ravel()
                     operand = self.ex.upload(padded, writable=False)
