@@ -173,31 +173,43 @@ def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding:
 
 
 @pytest.mark.parametrize(
-    ("c", "multiplier", "k", "stride", "padding"),
+    ("c", "multiplier", "k", "stride", "padding", "width", "dilation"),
     [
-        (1, 1, 3, 1, "SAME"),
-        (5, 1, 3, 2, "SAME"),
-        (8, 1, 5, 1, "VALID"),
-        (3, 2, 3, 1, "SAME"),
-        (1, 4, 3, 1, "VALID"),
-        (17, 1, 3, 2, "VALID"),
-        (9, 1, 1, 1, "SAME"),
+        (1, 1, 3, 1, "SAME", 8, 1),
+        (5, 1, 3, 2, "SAME", 8, 1),
+        (8, 1, 5, 1, "VALID", 8, 1),
+        (3, 2, 3, 1, "SAME", 8, 1),
+        (1, 4, 3, 1, "VALID", 8, 1),
+        (17, 1, 3, 2, "VALID", 8, 1),
+        (9, 1, 1, 1, "SAME", 8, 1),
+        # rows wide enough for items inside the row as well as at its borders, odd heights
+        (5, 1, 5, 1, "SAME", 21, 1),
+        (6, 1, 3, 1, "SAME", 30, 1),
+        (4, 1, 5, 1, "VALID", 27, 1),
+        (8, 1, 5, 1, "SAME", 14, 1),
+        (3, 1, 3, 1, "SAME", 7, 1),
+        (2, 1, 3, 2, "SAME", 19, 1),
+        (4, 1, 3, 1, "SAME", 20, 2),
     ],
 )
-def test_depthwise_conv2d(c: int, multiplier: int, k: int, stride: int, padding: str) -> None:
-    size = 8
-    o = out_size(size, k, stride, 1, padding)
+def test_depthwise_conv2d(
+    c: int, multiplier: int, k: int, stride: int, padding: str, width: int, dilation: int
+) -> None:
+    height = 8 if width == 8 else width - 4
+    oh, ow = (out_size(n, k, stride, dilation, padding) for n in (height, width))
 
     def build(g: SubgraphBuilder) -> int:
-        x = g.input("x", [1, size, size, c])
+        x = g.input("x", [1, height, width, c])
         return g.op(
             "DEPTHWISE_CONV_2D",
             [x, g.const("w", w(1, k, k, c * multiplier)), g.const("b", w(c * multiplier))],
-            [1, o, o, c * multiplier],
+            [1, oh, ow, c * multiplier],
             options=dict(
                 padding=padding,
                 stride_w=stride,
                 stride_h=stride,
+                dilation_w_factor=dilation,
+                dilation_h_factor=dilation,
                 depth_multiplier=multiplier,
                 fused_activation_function="RELU",
             ),

@@ -785,7 +785,8 @@ class _Lowering:
             args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
             columns, height, planes = self.grid(ys, 8)
-            kernel = f"depthwise_x8_r{rows}" + ("_fused" if epilogue else "")
+            window = f"_k{kw}" if kw in (3, 5) and (sw, dw) == (1, 1) else ""  # see conv.cl.j2
+            kernel = f"depthwise_x8_r{rows}{window}" + ("_fused" if epilogue else "")
             self.launch(oi, kernel, args, (columns, -(-height // rows), planes))
             return
         args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
