@@ -173,6 +173,32 @@ def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding:
 
 
 @pytest.mark.parametrize(
+    ("cin", "cout", "k", "stride", "padding", "width"),
+    [
+        (3, 24, 3, 2, "SAME", 33),
+        (3, 32, 5, 2, "SAME", 40),
+        (3, 16, 5, 1, "VALID", 23),
+        (4, 8, 3, 1, "SAME", 26),
+        (5, 6, 5, 2, "VALID", 31),
+        (3, 8, 3, 2, "VALID", 19),
+    ],
+)
+def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: str, width: int) -> None:
+    """Network stems and rows wide enough for blocks inside the row and at both borders."""
+    height = width - 5
+    oh, ow = (out_size(n, k, stride, 1, padding) for n in (height, width))
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, height, width, cin])
+        opts = dict(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function="RELU6")
+        return g.op(
+            "CONV_2D", [x, g.const("w", w(cout, k, k, cin)), g.const("b", w(cout))], [1, oh, ow, cout], options=opts
+        )
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize(
     ("c", "multiplier", "k", "stride", "padding", "width", "dilation"),
     [
         (1, 1, 3, 1, "SAME", 8, 1),
