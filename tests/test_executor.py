@@ -215,6 +215,8 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
         (8, 1, 5, 1, "SAME", 14, 1),
         (3, 1, 3, 1, "SAME", 7, 1),
         (2, 1, 3, 2, "SAME", 19, 1),
+        (6, 1, 5, 2, "SAME", 23, 1),
+        (4, 1, 5, 2, "VALID", 30, 1),
         (4, 1, 3, 1, "SAME", 20, 2),
     ],
 )

@@ -785,7 +785,7 @@ class _Lowering:
             args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
             columns, height, planes = self.grid(ys, 8)
-            window = f"_k{kw}" if kw in (3, 5) and (sw, dw) == (1, 1) else ""  # see conv.cl.j2
+            window = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see conv.cl.j2
             kernel = f"depthwise_x8_r{rows}{window}" + ("_fused" if epilogue else "")
             self.launch(oi, kernel, args, (columns, -(-height // rows), planes))
             return
