@@ -591,6 +591,63 @@ def test_tanh_as_a_fused_activation(op: str) -> None:
     np.testing.assert_allclose(activated, np.tanh(plain), rtol=0, atol=1e-6)
 
 
+def _pad_cases() -> dict[str, tuple[Any, list[str]]]:
+    """Graphs on x [1, 9, 11, 6] with a PAD before a conv, and the launches they lower to."""
+    spatial = np.array([[0, 0], [1, 2], [2, 1], [0, 0]], np.int32)
+
+    def padded(g: SubgraphBuilder, x: int, pads: np.ndarray, op: str = "PAD", fill: float | None = None) -> int:
+        shape = [1 + int(pads[0].sum()), 9 + int(pads[1].sum()), 11 + int(pads[2].sum()), 6 + int(pads[3].sum())]
+        inputs = [x, g.const(f"p{x}", pads)] + (
+            [g.const("fill", np.array([fill], np.float32))] if fill is not None else []
+        )
+        return g.op(op, inputs, shape)
+
+    def depthwise_valid(g: SubgraphBuilder, x: int) -> int:  # pose_detection's pattern before a stride 2
+        opts = dict(padding="VALID", stride_w=2, stride_h=2, depth_multiplier=1)
+        p = padded(g, x, spatial)
+        return g.op(
+            "DEPTHWISE_CONV_2D", [p, g.const("w", w(1, 3, 3, 6)), g.const("b", w(6))], [1, 5, 6, 6], options=opts
+        )
+
+    def conv_same(g: SubgraphBuilder, x: int) -> int:  # the conv's own SAME padding adds to the PAD's
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        p = padded(g, x, spatial, "PADV2", 0.0)
+        return g.op("CONV_2D", [p, g.const("w", w(4, 3, 3, 6)), g.const("b", w(4))], [1, 12, 14, 4], options=opts)
+
+    def channels(g: SubgraphBuilder, x: int) -> int:  # a channel PAD stays a copy
+        p = padded(g, x, np.array([[0, 0], [1, 1], [1, 1], [0, 2]], np.int32))
+        return g.op(
+            "CONV_2D",
+            [p, g.const("w", w(4, 3, 3, 8)), g.const("b", w(4))],
+            [1, 9, 11, 4],
+            options=dict(padding="VALID", stride_w=1, stride_h=1),
+        )
+
+    def filled(g: SubgraphBuilder, x: int) -> int:  # PADV2 with a value that is not zero stays a copy
+        p = padded(g, x, spatial, "PADV2", 0.5)
+        return g.op(
+            "CONV_2D",
+            [p, g.const("w", w(4, 3, 3, 6)), g.const("b", w(4))],
+            [1, 10, 12, 4],
+            options=dict(padding="VALID", stride_w=1, stride_h=1),
+        )
+
+    return {
+        "depthwise_valid": (depthwise_valid, ["DEPTHWISE_CONV_2D"]),
+        "conv_same": (conv_same, ["CONV_2D"]),
+        "channels": (channels, ["PAD", "CONV_2D"]),
+        "filled": (filled, ["PADV2", "PADV2", "CONV_2D"]),  # the copy, then the fill value
+    }
+
+
+@pytest.mark.parametrize("case", list(_pad_cases()))
+def test_a_zero_pad_merges_into_the_conv_that_reads_it(case: str) -> None:
+    build, launches = _pad_cases()[case]
+    model = single(lambda g: build(g, g.input("x", [1, 9, 11, 6])))
+    assert_matches(model)
+    assert [ln.op for ln in Executor(model, DEVICE).launches] == launches
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(_fusion_cases()))
 def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(case: str, precision: str) -> None:

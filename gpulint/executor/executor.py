@@ -256,6 +256,7 @@ class _BufferPool:
         for op in sg.operators:
             if ex.model.op_name(op) in movement.MOVEMENT_OPS:
                 self.pinned.update(op.outputs)
+        self.extra_reads: dict[int, list[int]] = {}  # op -> tensors it reads besides its inputs
         self.free: list[tuple[int, Any]] = []  # (size in elements, buffer)
         self.allocated = 0  # elements in buffers made for runtime tensors
         self.requested = 0  # elements those tensors would need with one buffer each
@@ -278,8 +279,13 @@ class _BufferPool:
         best = min(fits, key=lambda i: self.free[i][0])
         return self.free.pop(best)[1]
 
+    def reads_later(self, t: int, oi: int) -> None:
+        """Op `oi` reads `t` too, though `t` is not among its inputs (a merged PAD's input)."""
+        self.last_use[t] = max(self.last_use.get(t, oi), oi)
+        self.extra_reads.setdefault(oi, []).append(t)
+
     def release_after(self, oi: int) -> None:
-        for t in set(self.ex.sg.operators[oi].inputs):
+        for t in set(self.ex.sg.operators[oi].inputs) | set(self.extra_reads.get(oi, [])):
             if t < 0 or self.last_use.get(t) != oi or t not in self.ex.buffers or not self.poolable(t):
                 continue
             if self.ex.model.tensor_data(self.ex.sg.tensors[t]) is None:  # constants stay
@@ -432,7 +438,10 @@ class _Lowering:
         self.forms: dict[int, int] = {}  # fused op -> the form of its step (see step_form)
         # producer op -> the elementwise ops fused into its kernel, in order (see plan_fusion)
         self.fused: dict[int, list[int]] = {} if ex.keep_intermediates else self.plan_fusion()
+        # conv op -> (the PAD op it absorbs, extra top and left padding); see plan_pad_merges
+        self.merged_pads: dict[int, tuple[int, int, int]] = {} if ex.keep_intermediates else self.plan_pad_merges()
         self.absorbed = {oi for chain in self.fused.values() for oi in chain}
+        self.absorbed |= {pad for pad, _, _ in self.merged_pads.values()}
 
     def name(self, op: Operator) -> str:
         return self.model.op_name(op)
@@ -512,6 +521,49 @@ class _Lowering:
             if chain:
                 plan[oi] = chain
         return plan
+
+    def plan_pad_merges(self) -> dict[int, tuple[int, int, int]]:
+        """A zero PAD of H and W read only by a CONV_2D or DEPTHWISE_CONV_2D becomes padding
+        of that conv, which then reads the PAD's input, as the delegate merges them
+        (merge_padding_with.cc): no copy, no padded buffer."""
+        readers: dict[int, list[int]] = {}
+        produced_by = {t: i for i, op in enumerate(self.sg.operators) for t in op.outputs}
+        for oi, op in enumerate(self.sg.operators):
+            for t in op.inputs:
+                readers.setdefault(t, []).append(oi)
+        plan: dict[int, tuple[int, int, int]] = {}
+        for oi, op in enumerate(self.sg.operators):
+            if self.name(op) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+                continue
+            x = op.inputs[0]
+            pi = produced_by.get(x)
+            if pi is None or x in self.sg.outputs or readers.get(x) != [oi]:
+                continue
+            pad_op = self.sg.operators[pi]
+            pads = self.const(pad_op.inputs[1]) if len(pad_op.inputs) > 1 else None
+            fill = self.float_const(pad_op.inputs[2]) if len(pad_op.inputs) > 2 else None
+            if self.name(pad_op) not in ("PAD", "PADV2") or pads is None or np.shape(pads) != (4, 2):
+                continue
+            if pads[0].any() or pads[3].any() or (pads < 0).any() or (fill is not None and fill.any()):
+                continue
+            plan[oi] = (pi, int(pads[1][0]), int(pads[2][0]))
+            if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
+                self.ex.pool.reads_later(pad_op.inputs[0], oi)
+        return plan
+
+    def window_input(
+        self, oi: int, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int], padding: str
+    ) -> tuple[int, Any]:
+        """The input tensor of windowed op `oi` and its leading (x, y) padding: a merged
+        PAD's input, with the PAD's padding added, when plan_pad_merges merged one."""
+        op = self.sg.operators[oi]
+        x = op.inputs[0]
+        pad = _pads(self.shape(x), self.shape(op.outputs[0]), kernel, stride, dilation, padding)
+        if oi in self.merged_pads:
+            pad_op, top, left = self.merged_pads[oi]
+            x = self.sg.operators[pad_op].inputs[0]
+            pad = _i2(int(pad["x"]) + left, int(pad["y"]) + top)
+        return x, pad
 
     def hoist_operands(self) -> None:
         """Move the producer of a binary op's runtime operand (the channel PAD of a residual
@@ -693,14 +745,13 @@ class _Lowering:
         return b
 
     def conv2d(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
-        x, y = op.inputs[0], op.outputs[0]
         w = self.float_const(op.inputs[1])
         if w is None:
             raise ExecutorError("runtime weights")
-        xs, ys = self.shape(x), self.shape(y)
         kh, kw = w.shape[1], w.shape[2]
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
-        pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
+        x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
+        xs, ys = self.shape(x), self.shape(op.outputs[0])
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
         out, epilogue = self.epilogue(oi)
         geometry = (kw, kh, sw, sh, dw, dh)
@@ -765,16 +816,16 @@ class _Lowering:
             )
 
     def depthwise(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
-        x, y = op.inputs[0], op.outputs[0]
+        y = op.outputs[0]
         w = self.float_const(op.inputs[1])
         if w is None:
             raise ExecutorError("runtime weights")
-        xs, ys = self.shape(x), self.shape(y)
         _, kh, kw, c = w.shape
         wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
         wp[:, :, :c] = w[0]
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
-        pad = _pads(xs, ys, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
+        x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
+        xs, ys = self.shape(x), self.shape(y)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
         multiplier = max(1, opts.get("depth_multiplier", 1))
         head = [self.ex.buffer(x), self.ex.upload(wp.ravel(), writable=False), self.ex.upload(bias, writable=False)]
