@@ -64,32 +64,33 @@ __kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c,
 }
 
 // RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR with TFLite's align_corners / half_pixel_centers.
-// 8 output columns per work item.
+// 8 output columns per work item; what depends on the row is worked out once per item.
 __kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, float2 scale,
                      int bilinear, int align_corners, int half_pixel) {
   int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
   if (first >= dd.z || y >= dd.y || b >= dd.x) return;
-  for (int x = first; x < first + 8 && x < dd.z; x++) {
-    float4 r;
-    if (bilinear) {
-      float fy = half_pixel ? ((float)y + 0.5f) * scale.y - 0.5f : (float)y * scale.y;
+  int plane = (b * sd.w + s) * sd.y, out = slice_index(dd, b, y, 0, s);
+  if (bilinear) {
+    float fy = half_pixel ? ((float)y + 0.5f) * scale.y - 0.5f : (float)y * scale.y;
+    float dy = fy < 0.0f ? 0.0f : fy - floor(fy);
+    int row0 = (plane + max((int)floor(fy), 0)) * sd.z, row1 = (plane + min((int)ceil(fy), sd.y - 1)) * sd.z;
+    for (int x = first; x < first + 8 && x < dd.z; x++) {
       float fx = half_pixel ? ((float)x + 0.5f) * scale.x - 0.5f : (float)x * scale.x;
-      int y0 = max((int)floor(fy), 0), x0 = max((int)floor(fx), 0);
-      int y1 = min((int)ceil(fy), sd.y - 1), x1 = min((int)ceil(fx), sd.z - 1);
-      float dy = fy - floor(fy), dx = fx - floor(fx);
-      if (fy < 0.0f) { dy = 0.0f; } if (fx < 0.0f) { dx = 0.0f; }
-      float4 a = LOAD4(slice_index(sd, b, y0, x0, s), src), bb = LOAD4(slice_index(sd, b, y0, x1, s), src);
-      float4 c0 = LOAD4(slice_index(sd, b, y1, x0, s), src), d1 = LOAD4(slice_index(sd, b, y1, x1, s), src);
-      r = a * (1.0f - dy) * (1.0f - dx) + bb * (1.0f - dy) * dx + c0 * dy * (1.0f - dx) + d1 * dy * dx;
-    } else {
-      float fy = half_pixel ? ((float)y + 0.5f) * scale.y : (float)y * scale.y;
-      float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
-      int iy = min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1);
-      int ix = min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1);
-      r = LOAD4(slice_index(sd, b, max(iy, 0), max(ix, 0), s), src);
+      float dx = fx < 0.0f ? 0.0f : fx - floor(fx);
+      int x0 = max((int)floor(fx), 0), x1 = min((int)ceil(fx), sd.z - 1);
+      float4 top = mix(LOAD4(row0 + x0, src), LOAD4(row0 + x1, src), dx);
+      float4 bottom = mix(LOAD4(row1 + x0, src), LOAD4(row1 + x1, src), dx);
+      STORE4(mask_lanes(mix(top, bottom, dy), s, dc), out + x, dst);
     }
-    STORE4(mask_lanes(r, s, dc), slice_index(dd, b, y, x, s), dst);
+  } else {
+    float fy = half_pixel ? ((float)y + 0.5f) * scale.y : (float)y * scale.y;
+    int row = (plane + max(min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1), 0)) * sd.z;
+    for (int x = first; x < first + 8 && x < dd.z; x++) {
+      float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
+      int ix = min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1);
+      STORE4(mask_lanes(LOAD4(row + max(ix, 0), src), s, dc), out + x, dst);
+    }
   }
 }
 
