@@ -490,14 +490,7 @@ class _Lowering:
         per-channel vector, or a runtime tensor of the output's shape that exists before the
         producer runs."""
         self.hoist_operands()
-        readers: dict[int, list[int]] = {}
-        produced_by: dict[int, int] = {}
-        for oi, op in enumerate(self.sg.operators):
-            for t in op.inputs:
-                if t >= 0:
-                    readers.setdefault(t, []).append(oi)
-            for t in op.outputs:
-                produced_by[t] = oi
+        readers, produced_by = self.links()
         plan: dict[int, list[int]] = {}
         for oi, op in enumerate(self.sg.operators):
             name = self.name(op)
@@ -522,15 +515,23 @@ class _Lowering:
                 plan[oi] = chain
         return plan
 
+    def links(self) -> tuple[dict[int, list[int]], dict[int, int]]:
+        """For the operators as they stand: the ops reading each tensor, and the op making it."""
+        readers: dict[int, list[int]] = {}
+        produced_by: dict[int, int] = {}
+        for oi, op in enumerate(self.sg.operators):
+            for t in op.inputs:
+                if t >= 0:
+                    readers.setdefault(t, []).append(oi)
+            for t in op.outputs:
+                produced_by[t] = oi
+        return readers, produced_by
+
     def plan_pad_merges(self) -> dict[int, tuple[int, int, int]]:
         """A zero PAD of H and W read only by a CONV_2D or DEPTHWISE_CONV_2D becomes padding
         of that conv, which then reads the PAD's input, as the delegate merges them
         (merge_padding_with.cc): no copy, no padded buffer."""
-        readers: dict[int, list[int]] = {}
-        produced_by = {t: i for i, op in enumerate(self.sg.operators) for t in op.outputs}
-        for oi, op in enumerate(self.sg.operators):
-            for t in op.inputs:
-                readers.setdefault(t, []).append(oi)
+        readers, produced_by = self.links()
         plan: dict[int, tuple[int, int, int]] = {}
         for oi, op in enumerate(self.sg.operators):
             if self.name(op) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
@@ -571,7 +572,7 @@ class _Lowering:
         tensors that exist by then: the op can then be fused into the conv. The order stays
         topological; only the prepared copy of the model changes."""
         ops = self.sg.operators
-        produced_by = {t: i for i, op in enumerate(ops) for t in op.outputs}
+        produced_by = self.links()[1]
         for ri in range(len(ops)):
             step = ops[ri]
             if self.name(step) not in BINARY or len(step.inputs) != 2:
@@ -585,7 +586,7 @@ class _Lowering:
                 if any(produced_by.get(t, -1) >= p for t in ops[q].inputs if t >= 0):
                     continue
                 ops.insert(p, ops.pop(q))
-                produced_by = {t: i for i, op in enumerate(ops) for t in op.outputs}
+                produced_by = self.links()[1]
                 break
 
     def step_form(self, step: Operator, t: int, producer: int, produced_by: dict[int, int]) -> int | None:
@@ -827,21 +828,22 @@ class _Lowering:
         x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         xs, ys = self.shape(x), self.shape(y)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
-        multiplier = max(1, opts.get("depth_multiplier", 1))
         head = [self.ex.buffer(x), self.ex.upload(wp.ravel(), writable=False), self.ex.upload(bias, writable=False)]
-        geometry = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
-        dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
+        window = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns and 1 or 2 rows
             out, epilogue = self.epilogue(oi)
-            args = [*head, self.ex.buffer(out), *dims, *geometry, *epilogue]
+            dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
+            args = [*head, self.ex.buffer(out), *dims, *window, np.int32(act), *epilogue]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
             columns, height, planes = self.grid(ys, 8)
-            window = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see conv.cl.j2
-            kernel = f"depthwise_x8_r{rows}{window}" + ("_fused" if epilogue else "")
+            registers = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see conv.cl.j2
+            kernel = f"depthwise_x8_r{rows}{registers}" + ("_fused" if epilogue else "")
             self.launch(oi, kernel, args, (columns, -(-height // rows), planes))
             return
-        args = [*head, self.ex.buffer(y), dims[0], np.int32(xs[-1]), dims[1], dims[2], *geometry[:4]]
-        self.launch(oi, "depthwise_conv2d", [*args, np.int32(multiplier), np.int32(act)], self.grid(ys))
+        multiplier = max(1, opts.get("depth_multiplier", 1))
+        dims = [_i4(layout.dims4(xs)), np.int32(xs[-1]), _i4(layout.dims4(ys)), np.int32(ys[-1])]
+        args = [*head, self.ex.buffer(y), *dims, *window, np.int32(multiplier), np.int32(act)]
+        self.launch(oi, "depthwise_conv2d", args, self.grid(ys))
 
     def transpose_conv(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         if self.name(op) == "TRANSPOSE_CONV":
