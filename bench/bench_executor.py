@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpulint.bench import bench
+from gpulint.bench import bench, cache_env
 from gpulint.executor import select_device
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
@@ -62,7 +62,7 @@ def main() -> None:
     pose = args.corpus / "mediapipe" / "pose_detection.tflite"
     if pose.exists():
         with tempfile.TemporaryDirectory() as tmp:
-            env = os.environ | {"GPULINT_CACHE_DIR": f"{tmp}/gpulint", "POCL_CACHE_DIR": f"{tmp}/pocl"}
+            env = os.environ | cache_env(tmp)
             cold, warm = verify_process(pose, env), verify_process(pose, env)
         print(f"gpulint verify pose_detection.tflite: cold caches {cold:.2f} s, warm {warm:.2f} s")
 

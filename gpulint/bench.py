@@ -3,8 +3,8 @@ same inputs and in the same run (a ratio survives a noisy machine better than a 
 executor's cold and cached start, and its per-op times from OpenCL events.
 
 The interpreter is timed in a child process, as everywhere in gpulint; the executor in this
-one. Start times are measured in fresh processes: cold with empty kernel caches (gpulint's and
-PoCL's), cached with the caches the cold run left.
+one. Start times are measured in fresh processes: cold with empty kernel caches (gpulint's,
+PoCL's and NVIDIA's compute cache), cached with the caches the cold run left.
 """
 
 from __future__ import annotations
@@ -119,10 +119,21 @@ def _op_table(ex: Executor) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["ms"])
 
 
+def cache_env(tmp: str) -> dict[str, str]:
+    """Kernel caches moved into `tmp`, so a first process there compiles everything: gpulint's
+    binaries, PoCL's, and the NVIDIA driver's compute cache (which keeps what it compiled from
+    PTX)."""
+    return {
+        "GPULINT_CACHE_DIR": str(Path(tmp, "gpulint")),
+        "POCL_CACHE_DIR": str(Path(tmp, "pocl")),
+        "CUDA_CACHE_PATH": str(Path(tmp, "nv")),
+    }
+
+
 def start_times(path: Path, device: Device, precision: str) -> tuple[float, float]:
     spec = device.name
     with tempfile.TemporaryDirectory(prefix="gpulint-bench-") as tmp:
-        env = os.environ | {"GPULINT_CACHE_DIR": str(Path(tmp, "gpulint")), "POCL_CACHE_DIR": str(Path(tmp, "pocl"))}
+        env = os.environ | cache_env(tmp)
         return _start_child(path, spec, precision, env), _start_child(path, spec, precision, env)
 
 
