@@ -18,6 +18,7 @@ from conftest import CORPUS_FILES, NO_CORPUS
 from helpers import opencl_device
 
 from gpulint.executor import Executor, ExecutorError, layout
+from gpulint.executor import device as device_module
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -648,9 +649,15 @@ def test_a_zero_pad_merges_into_the_conv_that_reads_it(case: str) -> None:
     assert [ln.op for ln in Executor(model, DEVICE).launches] == launches
 
 
+@pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(_fusion_cases()))
-def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(case: str, precision: str) -> None:
+def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(
+    case: str, precision: str, looped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both forms of fused kernel on this device: steps at each store (CPU devices) and in a
+    loop after the stores (GPUs)."""
+    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: looped)
     build, launches = _fusion_cases()[case]
     model = single(lambda g: build(g, g.input("x", [1, 6, 7, 5])))
     assert_matches(model, precision=precision)

@@ -102,18 +102,25 @@ def select_device(spec: str | None = None) -> Device:
 
 
 @cache
-def kernel_source(half: bool, fp16_extension: bool = False) -> str:
+def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> str:
     """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
     lets any device read and write half buffers with vload_half/vstore_half, and the kernels
-    compute in float either way."""
+    compute in float either way. `epilogue_loop`: fused conv kernels run their fused steps in
+    one loop after the stores instead of at each unrolled store (see conv.cl.j2)."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
     parts = [prelude.render(half=half, fp16_extension=half and fp16_extension)]
     for name in KERNEL_FILES:  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
-        parts.append(env.from_string(text).render() if name.endswith(".j2") else text)
+        parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop) if name.endswith(".j2") else text)
     return "\n".join(parts)
+
+
+def epilogue_loop(device: Device) -> bool:
+    """Fused steps in a loop on GPUs, inline on CPU devices: inline runs faster on PoCL, and
+    compiles 20-50x slower on NVIDIA's OpenCL (conv.cl.j2 has the numbers)."""
+    return not device.cpu
 
 
 def cache_dir() -> Path:
@@ -124,11 +131,11 @@ _KERNEL = re.compile(r"^__kernel void (\w+)\(", re.MULTILINE)
 
 
 @cache
-def kernel_sources(half: bool, fp16_extension: bool = False) -> dict[str, str]:
+def kernel_sources(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel (prelude, helper
     functions, macros) and that kernel. Built as one program, all 35 kernels took PoCL 9.4 s
     to compile; a model uses a handful, and only those are built."""
-    source = kernel_source(half, fp16_extension)
+    source = kernel_source(half, fp16_extension, epilogue_loop)
     spans = []
     for match in _KERNEL.finditer(source):
         end = source.index("\n}\n", match.start()) + 3
@@ -142,16 +149,17 @@ def kernel_sources(half: bool, fp16_extension: bool = False) -> dict[str, str]:
     return {name: common + "\n" + source[start:end] for name, start, end in spans}
 
 
-_PROGRAMS: dict[tuple[int, bool, str], Any] = {}
+_PROGRAMS: dict[tuple[int, bool, bool, str], Any] = {}
 
 
 def kernel(device: Device, half: bool, name: str) -> Any:
     """A cl.Kernel of gpulint's kernel `name` built for `device`: from memory, else from the
     on-disk cache of program binaries (keyed by device, driver, source and build options),
     else compiled."""
-    key = (id(device.context), half, name)
+    looped = epilogue_loop(device)
+    key = (id(device.context), half, looped, name)
     if key not in _PROGRAMS:
-        sources = kernel_sources(half, device.fp16)
+        sources = kernel_sources(half, device.fp16, looped)
         if name not in sources:
             raise ExecutorError(f"no kernel named {name}")
         _PROGRAMS[key] = _build(device, sources[name])
