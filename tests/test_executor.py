@@ -19,6 +19,7 @@ from helpers import opencl_device
 
 from gpulint.executor import Executor, ExecutorError, layout
 from gpulint.executor import device as device_module
+from gpulint.executor import executor as executor_module
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -195,6 +196,24 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
         return g.op(
             "CONV_2D", [x, g.const("w", w(cout, k, k, cin)), g.const("b", w(cout))], [1, oh, ow, cout], options=opts
         )
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("cout", [5, 16, 17])
+def test_conv2d_with_the_gpu_blocking(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU's blocking (one output slice and position per item), with a fused residual, run
+    on whatever device this is."""
+    monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 7, 9, 6])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU")
+        conv = g.op(
+            "CONV_2D", [x, g.const("w", w(cout, k, k, 6)), g.const("b", w(cout))], [1, 7, 9, cout], options=opts
+        )
+        return g.op("ADD", [conv, g.const("r", w(1, 7, 9, cout))], [1, 7, 9, cout])
 
     assert_matches(single(build))
 
