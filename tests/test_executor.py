@@ -203,10 +203,11 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
 
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("cout", [5, 16, 17])
-def test_conv2d_with_the_gpu_blocking(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A GPU's blocking (one output slice and position per item), with a fused residual, run
-    on whatever device this is."""
+def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU's blocking (one output slice and position per item) and plain kernel (nothing
+    fuses: a constant the output's shape is no fusable operand), on whatever device this is."""
     monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, 6])
@@ -217,6 +218,8 @@ def test_conv2d_with_the_gpu_blocking(k: int, cout: int, monkeypatch: pytest.Mon
         return g.op("ADD", [conv, g.const("r", w(1, 7, 9, cout))], [1, 7, 9, cout])
 
     assert_matches(single(build))
+    kernels = [ln.kernel for ln in Executor(single(build), DEVICE).launches]
+    assert kernels == [f"conv{'1x1' if k == 1 else ''}_o1{'_p1' if k == 1 else ''}", "binary"]
 
 
 @pytest.mark.parametrize(
@@ -586,10 +589,13 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
     }
 
 
+@pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
 @pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
-def test_tanh_as_a_fused_activation(op: str) -> None:
-    """TANH as a fused activation, which LiteRT refuses on these ops (and which plain kernels
-    apply after their stores): against the executor's own output without the activation."""
+def test_tanh_as_a_fused_activation(op: str, looped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TANH as a fused activation, which LiteRT refuses on these ops: against the executor's
+    own output without the activation. Compiled into the `_fused` kernel (CPU devices), and
+    as a GPU runs it, in the plain kernel's loop after its stores."""
+    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: looped)
     depthwise = op == "DEPTHWISE_CONV_2D"
     weights, bias = (w(1, 3, 3, 5), w(5)) if depthwise else (w(6, 3, 3, 5), w(6))
 

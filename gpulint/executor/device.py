@@ -110,7 +110,7 @@ def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool 
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
-    parts = [prelude.render(half=half, fp16_extension=half and fp16_extension)]
+    parts = [prelude.render(half=half, fp16_extension=half and fp16_extension, epilogue_loop=epilogue_loop)]
     for name in KERNEL_FILES:  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop) if name.endswith(".j2") else text)
@@ -149,20 +149,20 @@ def kernel_sources(half: bool, fp16_extension: bool = False, epilogue_loop: bool
     return {name: common + "\n" + source[start:end] for name, start, end in spans}
 
 
-_PROGRAMS: dict[tuple[int, bool, bool, str], Any] = {}
+_PROGRAMS: dict[tuple[int, bool, bool, str, str], Any] = {}
 
 
-def kernel(device: Device, half: bool, name: str) -> Any:
-    """A cl.Kernel of gpulint's kernel `name` built for `device`: from memory, else from the
-    on-disk cache of program binaries (keyed by device, driver, source and build options),
-    else compiled."""
+def kernel(device: Device, half: bool, name: str, defines: str = "") -> Any:
+    """A cl.Kernel of gpulint's kernel `name` built for `device`, with `defines` (a fused
+    kernel's steps) ahead of its source: from memory, else from the on-disk cache of program
+    binaries (keyed by device, driver, source and build options), else compiled."""
     looped = epilogue_loop(device)
-    key = (id(device.context), half, looped, name)
+    key = (id(device.context), half, looped, name, defines)
     if key not in _PROGRAMS:
         sources = kernel_sources(half, device.fp16, looped)
         if name not in sources:
             raise ExecutorError(f"no kernel named {name}")
-        _PROGRAMS[key] = _build(device, sources[name])
+        _PROGRAMS[key] = _build(device, defines + sources[name])
     return _cl().Kernel(_PROGRAMS[key], name)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpulint.executor import device as cl_device
 from gpulint.executor import layout, movement
 from gpulint.executor.device import Device, ExecutorError, select_device
 from gpulint.executor.device import kernel as device_kernel
@@ -430,6 +431,20 @@ def _pads(
     )
 
 
+@dataclass
+class Epilogue:
+    """The fused steps of a `_fused` conv kernel: each step's code (op, form, swap, act; see
+    elementwise.cl), compiled into the kernel's program, and the steps' EPILOGUE_ARGS."""
+
+    codes: list[tuple[int, int, int, int]]
+    args: list[Any]
+
+    def defines(self, act: int) -> str:
+        """The program's ACT (the conv's own activation), E1 and E2, unused steps as (0, 0, 0, 0)."""
+        e1, e2 = [*self.codes, (0, 0, 0, 0), (0, 0, 0, 0)][:2]
+        return f"#define ACT {act}\n#define E1 (int4){e1}\n#define E2 (int4){e2}\n"
+
+
 def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
     """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
     fill its vector registers: fewer slices on narrow outputs, which would waste lanes; 8 slices
@@ -474,7 +489,7 @@ class _Lowering:
         value = self.const(t)
         return None if value is None else value.astype(np.float32)
 
-    def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...]) -> None:
+    def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> None:
         """On a CPU device, work groups of one item: every kernel already does a block of
         outputs per item, and PoCL compiles a kernel once per work-group size, so letting it
         choose sizes by grid compiled each kernel several times: pose_detection's cold start
@@ -482,7 +497,7 @@ class _Lowering:
         MediaPipe model). A GPU needs many items per group: its driver chooses."""
         device = self.ex.device
         assert device is not None
-        bound = device_kernel(device, self.ex.precision == "fp16", kernel)
+        bound = device_kernel(device, self.ex.precision == "fp16", kernel, defines)
         bound.set_args(*args)
         name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
         local = (1,) * len(size) if device.cpu else None
@@ -623,20 +638,20 @@ class _Lowering:
         per_channel = layout.bhwc(self.shape(other)) == (1, 1, 1, layout.bhwc(self.shape(t))[3])
         return 2 if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
 
-    def epilogue(self, oi: int) -> tuple[int, list[Any]]:
-        """The tensor op `oi`'s kernel writes (the last fused op's output) and the
-        EPILOGUE_ARGS of its `_fused` kernel, none when nothing is fused; an unused step
-        points at a placeholder buffer it never reads."""
+    def epilogue(self, oi: int) -> tuple[int, Epilogue | None]:
+        """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps its
+        `_fused` kernel runs (`steps`); an unused step points at a placeholder buffer it never
+        reads."""
         op = self.sg.operators[oi]
-        t, args = op.outputs[0], []
+        t, codes, args = op.outputs[0], [], []
         for ri in self.fused.get(oi, []):
             step = self.sg.operators[ri]
             name = self.name(step)
             form = self.forms[ri]
             opts = step.builtin_options.values if step.builtin_options is not None else {}
             if form == 1:
-                code = UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0)
-                args += [_i4([code, 1, 0, 0]), np.float32(opts.get("alpha", 0.0)), self.placeholder()]
+                codes.append((UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0), 1, 0, 0))
+                args += [np.float32(opts.get("alpha", 0.0)), self.placeholder()]
             else:
                 other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
                 act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
@@ -647,13 +662,22 @@ class _Lowering:
                     padded = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
                     padded[: value.size] = value.ravel()
                     operand = self.ex.upload(padded, writable=False)
-                swap = int(step.inputs[0] != t)
-                args += [_i4([BINARY[name], form, swap, act]), np.float32(0.0), operand]
+                codes.append((BINARY[name], form, int(step.inputs[0] != t), act))
+                args += [np.float32(0.0), operand]
             t = step.outputs[0]
-        return t, (args + self.epilogue_none()[len(args) :]) if args else []
+        return t, self.steps(codes, args)
 
-    def epilogue_none(self) -> list[Any]:
-        return [_i4([0, 0, 0, 0]), np.float32(0.0), self.placeholder()] * 2
+    def steps(self, codes: list[tuple[int, int, int, int]], args: list[Any]) -> Epilogue | None:
+        """A `_fused` kernel's steps, unused ones padded. On a CPU device every conv runs its
+        `_fused` kernel, with its activation compiled in: plain kernels, which take it as an
+        argument, measured slower there (see conv.cl.j2). On a GPU, None when nothing is fused:
+        the plain kernel, as a `_fused` one would add a pass over the output for nothing."""
+        assert self.ex.device is not None
+        if not codes and cl_device.epilogue_loop(self.ex.device):
+            return None
+        while len(args) < 4:
+            args += [np.float32(0.0), self.placeholder()]
+        return Epilogue(codes, args)
 
     def placeholder(self) -> Any:
         if not hasattr(self, "_placeholder"):
@@ -780,7 +804,7 @@ class _Lowering:
         geometry: tuple[int, ...],
         pad: Any,
         act: int,
-        epilogue: list[Any] | None = None,
+        epilogue: Epilogue | None = None,
     ) -> None:
         """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
         1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane."""
@@ -797,13 +821,15 @@ class _Lowering:
         padded[: len(bias)] = bias
         weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
         head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
-        tail, suffix = (epilogue, "_fused") if epilogue else ([], "")
+        epilogue = epilogue or self.steps([], [])
+        tail, suffix = (epilogue.args, "_fused") if epilogue else ([], "")
+        defines = epilogue.defines(act) if epilogue else ""
         if pointwise:
             grid = (-(-h * wd // px), b * groups)
-            self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", [*head, np.int32(c), np.int32(act), *tail], grid)
+            self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", [*head, np.int32(c), np.int32(act), *tail], grid, defines)
             return
         shape_args = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
-        self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups))
+        self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups), defines)
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -841,13 +867,15 @@ class _Lowering:
         window = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns and 1 or 2 rows
             out, epilogue = self.epilogue(oi)
+            epilogue = epilogue or self.steps([], [])
             dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
-            args = [*head, self.ex.buffer(out), *dims, *window, np.int32(act), *epilogue]
+            args = [*head, self.ex.buffer(out), *dims, *window, np.int32(act), *(epilogue.args if epilogue else [])]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
             columns, height, planes = self.grid(ys, 8)
             registers = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see conv.cl.j2
             kernel = f"depthwise_x8_r{rows}{registers}" + ("_fused" if epilogue else "")
-            self.launch(oi, kernel, args, (columns, -(-height // rows), planes))
+            defines = epilogue.defines(act) if epilogue else ""
+            self.launch(oi, kernel, args, (columns, -(-height // rows), planes), defines)
             return
         multiplier = max(1, opts.get("depth_multiplier", 1))
         dims = [_i4(layout.dims4(xs)), np.int32(xs[-1]), _i4(layout.dims4(ys)), np.int32(ys[-1])]

@@ -1,6 +1,6 @@
 // Elementwise ops work on whole float4 slices. A work item takes 8 adjacent columns of one
 // slice: one item per slice cost PoCL more in per-item overhead than the arithmetic itself.
-inline float4 unary4(float4 x, int op, float p) {
+STEP_INLINE float4 unary4(float4 x, int op, float p) {
   switch (op) {
     case 0: return fmax(x, 0.0f);                         // RELU
     case 1: return clamp(x, 0.0f, 6.0f);                  // RELU6
@@ -32,7 +32,7 @@ inline float4 unary4(float4 x, int op, float p) {
   }
 }
 
-inline float4 binary4(float4 a, float4 b, int op) {
+STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   switch (op) {
     case 0: return a + b;
     case 1: return a - b;
@@ -62,15 +62,19 @@ inline float4 binary4(float4 a, float4 b, int op) {
 // e = (op, form, swap, act): form 0 none, 1 unary op, 2-4 binary op with an operand that is
 // per channel (slice s), a tensor shaped like the output (float4 index i) or one scalar;
 // swap puts the operand first; act is the binary op's fused activation.
-// The `_fused` kernels in conv.cl.j2 take these arguments.
-#define EPILOGUE_ARGS int4 e1, float p1, __global const FLT* o1, int4 e2, float p2, __global const FLT* o2
-#define FINISH(v, s, i) epilogue(epilogue((v), e1, p1, o1, (s), (i)), e2, p2, o2, (s), (i))
+// The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
+// `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
+// `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
+// parameter and an operand buffer each. Passed as arguments, the codes cost those kernels
+// 2-3x (the switches run at every store).
+#define EPILOGUE_ARGS float p1, __global const FLT* o1, float p2, __global const FLT* o2
+#define FINISH(v, s, i) epilogue(epilogue(activate((v), ACT), E1, p1, o1, (s), (i)), E2, p2, o2, (s), (i))
 // The activations that are clamps (NONE, RELU, RELU_N1_TO_1, RELU6) as bounds.
 inline float2 clamp_bounds(int act) {
   return (float2)(act == 1 || act == 3 ? 0.0f : (act == 2 ? -1.0f : -INFINITY),
                   act == 3 ? 6.0f : (act == 2 ? 1.0f : INFINITY));
 }
-inline float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
+STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
   if (e.y == 0) return v;
   if (e.y == 1) return unary4(v, e.x, p);
   float4 u = e.y == 2 ? LOAD4(s, o) : (e.y == 3 ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
