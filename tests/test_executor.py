@@ -760,6 +760,19 @@ def test_float_corpus_models_match_litert(path: Path) -> None:
         assert float(np.abs(g - e).max()) <= 1e-4 * span
 
 
+def test_inputs_are_put_in_slices_on_the_device_and_checked_for_size() -> None:
+    """Inputs go up as given and a kernel lays them out (op -1 in the timings); a wrong-sized
+    one is an error, not a partial copy."""
+    model = single(lambda g: g.op("RELU", [g.input("x", [2, 3, 5, 7])], [2, 3, 5, 7]))
+    ex = Executor(model, DEVICE)
+    x = RNG.uniform(-1, 1, [2, 3, 5, 7]).astype(np.float32)
+    (y,) = ex.run([x], profile=True)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert [t.op for t in ex.timings] == ["input to slices", "RELU"] and ex.timings[0].op_index == -1
+    with pytest.raises(ExecutorError, match=r"input x has 105 values, not shape \[2, 3, 5, 7\]"):
+        ex.run([x[:1]])
+
+
 def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
     """The second process loads program binaries from gpulint's cache and compiles no source.
     Counted, not timed: a driver's own cache (NVIDIA's, pyopencl's) can make a first compile
