@@ -1008,10 +1008,10 @@ class _Lowering:
                 self.ex.buffer(y),
                 _i4(layout.dims4(self.shape(y))),
                 np.int32(self.shape(y)[-1] if self.shape(y) else 1),
-                np.int32(code),
                 np.float32(param),
             ],
             self.grid(self.shape(y), 8),
+            f"#define OP {code}\n",
         )
 
     def lstm(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
@@ -1090,10 +1090,9 @@ class _Lowering:
                 np.int32(bd[3]),
                 _i4(layout.dims4(ys)),
                 np.int32(layout.bhwc(ys)[3]),
-                np.int32(code),
-                np.int32(act),
             ],
             self.grid(ys, 8),
+            f"#define OP {code}\n#define ACT {act}\n",
         )
 
     def pool(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:

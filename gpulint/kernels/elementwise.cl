@@ -81,12 +81,15 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
   return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
 }
 
-__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, int op, float p) {
+// UNARY and BINARY kernels: the op (OP) and the binary op's activation (ACT) are compiled in
+// by the host's #defines, as for fused convs: with them as arguments, ADD and MUL on
+// 128x128x16 took PoCL 0.13 ms, against 0.09 (LOGISTIC, bound by its exp, did not change).
+__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, float p) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;
   if (x0 >= d.z || y >= d.y || b >= d.x) return;
   int row = slice_index(d, b, y, 0, s);
-  for (int x = x0; x < x0 + 8 && x < d.z; x++) STORE4(mask_lanes(unary4(LOAD4(row + x, src), op, p), s, c), row + x, dst);
+  for (int x = x0; x < x0 + 8 && x < d.z; x++) STORE4(mask_lanes(unary4(LOAD4(row + x, src), OP, p), s, c), row + x, dst);
 }
 
 // Slice s of an operand at (b, y, x) under numpy broadcasting in BHWC: a size-1 dimension is
@@ -99,14 +102,14 @@ inline float4 operand4(__global const FLT* t, int4 d, int c, int b, int y, int x
 }
 
 __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT* dst, int4 ad, int ac, int4 bd,
-                     int bc, int4 dd, int dc, int op, int act) {
+                     int bc, int4 dd, int dc) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
   if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
   int row = slice_index(dd, b, y, 0, s);
   for (int x = x0; x < x0 + 8 && x < dd.z; x++) {
-    float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), op);
-    STORE4(mask_lanes(activate(r, act), s, dc), row + x, dst);
+    float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), OP);
+    STORE4(mask_lanes(activate(r, ACT), s, dc), row + x, dst);
   }
 }
 
