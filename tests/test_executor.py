@@ -447,15 +447,18 @@ def test_softmax(shape: list[int]) -> None:
         ("RESIZE_BILINEAR", True, False),
         ("RESIZE_BILINEAR", False, True),
         ("RESIZE_NEAREST_NEIGHBOR", False, False),
+        ("RESIZE_NEAREST_NEIGHBOR", True, False),
+        ("RESIZE_NEAREST_NEIGHBOR", False, True),
     ],
 )
-def test_resize(op: str, align: bool, half: bool) -> None:
+@pytest.mark.parametrize(("batch", "channels"), [(1, 6), (2, 21)])  # a work item takes 4 slices
+def test_resize(op: str, align: bool, half: bool, batch: int, channels: int) -> None:
     assert_matches(
         single(
             lambda g: g.op(
                 op,
-                [g.input("x", [1, 5, 7, 6]), g.const("size", np.array([10, 13], np.int32))],
-                [1, 10, 13, 6],
+                [g.input("x", [batch, 5, 7, channels]), g.const("size", np.array([10, 13], np.int32))],
+                [batch, 10, 13, channels],
                 options=dict(align_corners=align, half_pixel_centers=half),
             )
         )

@@ -1207,7 +1207,7 @@ class _Lowering:
                 np.int32(align),
                 np.int32(half),
             ],
-            self.grid(ys, 8),
+            (-(-layout.bhwc(ys)[2] // 8), layout.bhwc(ys)[1], layout.bhwc(ys)[0] * -(-layout.slices(ys[-1]) // 4)),
         )
 
     # -- data movement -----------------------------------------------------------------------
