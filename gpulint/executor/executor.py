@@ -938,14 +938,12 @@ class _Lowering:
         o, kh, kw, i = w.shape
         pad_h = max((xs[1] - 1) * sh + kh - ys[1], 0) // 2 if padding == "SAME" else 0
         pad_w = max((xs[2] - 1) * sw + kw - ys[2], 0) // 2 if padding == "SAME" else 0
-        padded = np.zeros((o, kh, kw, layout.slices(i) * 4), np.float32)  # whole float4s of inputs
-        padded[..., :i] = w
         self.launch(
             oi,
             "transpose_conv",
             [
                 self.ex.buffer(x),
-                self.ex.upload(padded.ravel(), writable=False),
+                self.ex.upload(self.conv_weights(w, 1), writable=False),  # as CONV_2D's, one output slice
                 self.ex.upload(self.bias(bias_t, o), writable=False),
                 self.ex.buffer(y),
                 _i4(layout.dims4(xs)),
