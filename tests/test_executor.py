@@ -577,6 +577,14 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         padded = g.op("PAD", [x, g.const("p", np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], [*shape, 8])
         return g.op("ADD", [conv, padded], [*shape, 8])
 
+    def upsample(g: SubgraphBuilder, x: int) -> int:  # a transposed conv's mask, as in selfie_segmentation
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        out = [*shape, 3]
+        y = g.op(
+            "TRANSPOSE_CONV", [g.const("s", np.array(out, np.int32)), g.const("w", w(3, 3, 3, 5)), x], out, options=opts
+        )
+        return g.op("LOGISTIC", [y], out)
+
     def shared(g: SubgraphBuilder, x: int) -> int:  # the conv's output is read twice: nothing fuses
         conv = _conv(g, x, 5, 5)
         return g.op("ADD", [g.op("RELU", [conv], [*shape, 5]), conv], [*shape, 5])
@@ -588,6 +596,7 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         "scalar": (scalar, ["CONV_2D+MUL+TANH"]),
         "excite": (excite, ["MEAN", "LOGISTIC", "CONV_2D+MUL"]),
         "hoisted": (hoisted, ["PAD", "CONV_2D+ADD"]),  # PAD moved ahead of the conv
+        "upsample": (upsample, ["TRANSPOSE_CONV+LOGISTIC"]),
         "shared": (shared, ["CONV_2D", "RELU", "ADD"]),
     }
 

@@ -459,6 +459,9 @@ class Epilogue:
         return f"#define ACT {act}\n#define E1 (int4){e1}\n#define E2 (int4){e2}\n"
 
 
+TRANSPOSED = ("TRANSPOSE_CONV", "Convolution2DTransposeBias")
+
+
 def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
     """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
     fill its vector registers: fewer slices on narrow outputs, which would waste lanes; 8 slices
@@ -523,8 +526,9 @@ class _Lowering:
         return (-(-w // columns), h, b * layout.slices(c))
 
     def plan_fusion(self) -> dict[int, list[int]]:
-        """Elementwise ops that can run in the epilogue of the CONV_2D or DEPTHWISE_CONV_2D
-        (multiplier 1) producing their input, as the delegate's OpenCL backend links them:
+        """Elementwise ops that can run in the epilogue of the CONV_2D, DEPTHWISE_CONV_2D
+        (multiplier 1) or transposed conv producing their input, as the delegate's OpenCL
+        backend links them:
         up to two in a chain, each the only reader of the tensor before it, which is not a
         graph output. A binary op qualifies when its other operand is a constant scalar or
         per-channel vector, or a runtime tensor of the output's shape that exists before the
@@ -534,7 +538,7 @@ class _Lowering:
         plan: dict[int, list[int]] = {}
         for oi, op in enumerate(self.sg.operators):
             name = self.name(op)
-            if name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or not op.outputs:
+            if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
                 continue
             if name == "DEPTHWISE_CONV_2D" and self.shape(op.inputs[0])[-1:] != self.shape(op.outputs[0])[-1:]:
                 continue
@@ -935,6 +939,8 @@ class _Lowering:
             raise ExecutorError("runtime weights")
         y = op.outputs[0]
         xs, ys = self.shape(x), self.shape(y)
+        out, epilogue = self.epilogue(oi)  # its kernel always takes steps, which may be none
+        epilogue = epilogue or Epilogue([], [np.float32(0.0), self.placeholder()] * 2)
         o, kh, kw, i = w.shape
         pad_h = max((xs[1] - 1) * sh + kh - ys[1], 0) // 2 if padding == "SAME" else 0
         pad_w = max((xs[2] - 1) * sw + kw - ys[2], 0) // 2 if padding == "SAME" else 0
@@ -945,7 +951,7 @@ class _Lowering:
                 self.ex.buffer(x),
                 self.ex.upload(self.conv_weights(w, 1), writable=False),  # as CONV_2D's, one output slice
                 self.ex.upload(self.bias(bias_t, o), writable=False),
-                self.ex.buffer(y),
+                self.ex.buffer(out),
                 _i4(layout.dims4(xs)),
                 np.int32(i),
                 _i4(layout.dims4(ys)),
@@ -953,9 +959,10 @@ class _Lowering:
                 _i2(kw, kh),
                 _i2(sw, sh),
                 _i2(pad_w, pad_h),
-                np.int32(act),
+                *epilogue.args,
             ],
             self.grid(ys, 8),
+            epilogue.defines(act),
         )
 
     def batch_matmul(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:

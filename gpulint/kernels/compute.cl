@@ -37,7 +37,7 @@ __kernel void depthwise_conv2d(__global const FLT* src, __global const FLT* wt, 
 // column to column, not divided out per column.
 __kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
-                             int2 pad, int act) {
+                             int2 pad, EPILOGUE_ARGS) {
   int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
   if (first >= dd.z || y >= dd.y || b >= dd.x) return;
@@ -57,7 +57,8 @@ __kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __
         }
       }
     }
-    STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
+    int at = slice_index(dd, b, y, x, s);
+    STORE4(mask_lanes(FINISH(acc, s, at), s, dc), at, dst);  // activation and fused steps: ACT, E1, E2
     if (++kx0 == stride.x) {  // the next column: its first kernel column and input column
       kx0 = 0;
       ix0++;
