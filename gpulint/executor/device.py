@@ -133,8 +133,8 @@ _KERNEL = re.compile(r"^__kernel void (\w+)\(", re.MULTILINE)
 @cache
 def kernel_sources(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel (prelude, helper
-    functions, macros) and that kernel. Built as one program, all 35 kernels took PoCL 9.4 s
-    to compile; a model uses a handful, and only those are built."""
+    functions, macros) and that kernel. Built as one program, the 35 kernels of the time took
+    PoCL 9.4 s to compile; a model uses a handful, and only those are built."""
     source = kernel_source(half, fp16_extension, epilogue_loop)
     spans = []
     for match in _KERNEL.finditer(source):

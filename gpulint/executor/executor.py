@@ -685,13 +685,13 @@ class _Lowering:
             t = step.outputs[0]
         return t, self.steps(codes, args)
 
-    def steps(self, codes: list[tuple[int, int, int, int]], args: list[Any]) -> Epilogue | None:
+    def steps(self, codes: list[tuple[int, int, int, int]], args: list[Any], plain: bool = True) -> Epilogue | None:
         """A `_fused` kernel's steps, unused ones padded. On a CPU device every conv runs its
         `_fused` kernel, with its activation compiled in: plain kernels, which take it as an
-        argument, measured slower there (see conv.cl.j2). On a GPU, None when nothing is fused:
-        the plain kernel, as a `_fused` one would add a pass over the output for nothing."""
+        argument, measured slower there (see conv.cl.j2). On a GPU, None when nothing is fused
+        and the kernel has a `plain` form: a `_fused` one would add a pass over the output."""
         assert self.ex.device is not None
-        if not codes and cl_device.epilogue_loop(self.ex.device):
+        if not codes and plain and cl_device.epilogue_loop(self.ex.device):
             return None
         while len(args) < 4:
             args += [np.float32(0.0), self.placeholder()]
@@ -939,8 +939,9 @@ class _Lowering:
             raise ExecutorError("runtime weights")
         y = op.outputs[0]
         xs, ys = self.shape(x), self.shape(y)
-        out, epilogue = self.epilogue(oi)  # its kernel always takes steps, which may be none
-        epilogue = epilogue or Epilogue([], [np.float32(0.0), self.placeholder()] * 2)
+        out, epilogue = self.epilogue(oi)
+        epilogue = epilogue or self.steps([], [], plain=False)  # one kernel, with steps or none
+        assert epilogue is not None
         o, kh, kw, i = w.shape
         pad_h = max((xs[1] - 1) * sh + kh - ys[1], 0) // 2 if padding == "SAME" else 0
         pad_w = max((xs[2] - 1) * sw + kw - ys[2], 0) // 2 if padding == "SAME" else 0
