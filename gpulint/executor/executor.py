@@ -507,18 +507,24 @@ class _Lowering:
         return None if value is None else value.astype(np.float32)
 
     def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> None:
-        """On a CPU device, work groups of one item: every kernel already does a block of
-        outputs per item, and PoCL compiles a kernel once per work-group size, so letting it
-        choose sizes by grid compiled each kernel several times: pose_detection's cold start
-        was 19-20 s against 9-10 s this way, for the same warm latency (within 5% on every
-        MediaPipe model). A GPU needs many items per group: its driver chooses."""
+        name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
+        self.ex.launches.append(self.bind(oi, name, kernel, args, size, defines))
+
+    def bind(
+        self, oi: int, name: str, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = ""
+    ) -> Launch:
+        """A launch with its arguments set. On a CPU device, work groups of one item: every
+        kernel already does a block of outputs per item, and PoCL compiles a kernel once per
+        work-group size, so letting it choose sizes by grid compiled each kernel several times:
+        pose_detection's cold start was 19-20 s against 9-10 s this way, for the same warm
+        latency (within 5% on every MediaPipe model). A GPU needs many items per group: its
+        driver chooses."""
         device = self.ex.device
         assert device is not None
         bound = device_kernel(device, self.ex.precision == "fp16", kernel, defines)
         bound.set_args(*args)
-        name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
         local = (1,) * len(size) if device.cpu else None
-        self.ex.launches.append(Launch(oi, name, kernel, args, size, local, bound))
+        return Launch(oi, name, kernel, args, size, local, bound)
 
     def grid(self, shape: list[int], columns: int = 1) -> tuple[int, int, int]:
         """One work item per `columns` adjacent output columns of one slice."""
@@ -702,19 +708,14 @@ class _Lowering:
         and a kernel puts it in slices, as the delegate converts its inputs on the GPU. On the
         host (pad, transpose, convert, copy) that took 0.3 ms of a 1.9 ms hand_recrop run. Its
         launch is op -1 in the timings."""
-        device = self.ex.device
-        assert device is not None
         shape = self.shape(t)
         try:
             raw = self.ex.raw_inputs[t] = self.ex.raw_buffer(4 * int(np.prod(shape)))
             args = [raw, self.ex.buffer(t), _i4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
         except DeviceError as e:
             raise DeviceError(f"input {self.sg.tensors[t].name}: {e}") from None
-        bound = device_kernel(device, self.ex.precision == "fp16", "input_to_slices")
-        bound.set_args(*args)
-        size = self.grid(shape, 8)
-        local = (1,) * len(size) if device.cpu else None
-        self.ex.input_launches.append(Launch(-1, "input to slices", "input_to_slices", args, size, local, bound))
+        launch = self.bind(-1, "input to slices", "input_to_slices", args, self.grid(shape, 8))
+        self.ex.input_launches.append(launch)
 
     def placeholder(self) -> Any:
         if not hasattr(self, "_placeholder"):
