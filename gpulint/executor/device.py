@@ -182,7 +182,7 @@ def _build(device: Device, source: str) -> Any:
         built = cl.Program(device.context, source).build(options)
     except Exception as e:
         raise ExecutorError(f"the kernels failed to build on {device.describe()}: {str(e)[-2000:]}") from None
-    with contextlib.suppress(OSError, Exception):
+    with contextlib.suppress(Exception):  # a binary we cannot save is compiled again next time
         binary = built.get_info(cl.program_info.BINARIES)[0]
         if binary:
             path.parent.mkdir(parents=True, exist_ok=True)
