@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser oracle oracle-webgpu
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev browser
+test: $(VENV)/.installed-dev browser oracle
 	$(BIN)/python -m pytest -q
 
 # The report tests render pages in Debian's headless Chromium. Installed here when it is missing
@@ -32,6 +32,17 @@ browser:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: chromium is missing and cannot be installed here; the browser tests will skip"; fi; }
+
+# The oracle tests (tests/test_oracle_*.py) ask Google's own GPU delegate, on Mesa's software GL,
+# what it does with each model: apt packages when missing and root (as on CI), the pinned wheels in
+# a venv of their own; quick once done (a stamp file). Where it cannot be set up, those tests skip
+# and say why. `make oracle-webgpu` adds LiteRT's WebGPU accelerator (Mesa 25 from backports).
+ORACLE_VENV := .oracle-venv
+oracle:
+	@tests/oracle/setup.sh $(ORACLE_VENV) || true
+
+oracle-webgpu:
+	@tests/oracle/setup.sh $(ORACLE_VENV) --webgpu || true
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gpulint tests bench
@@ -46,4 +57,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache

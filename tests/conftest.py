@@ -22,3 +22,15 @@ def corpus_file(name: str) -> Path:
     if not matches:
         pytest.skip(f"{name}: {NO_CORPUS}" if not CORPUS_FILES else f"{name} is not in the corpus")
     return matches[0]
+
+
+@pytest.fixture(scope="session")
+def gl_oracle() -> object:
+    """The real GPU delegate (tests/oracle): `gl_oracle(paths) -> {path: OracleResult}`.
+    Skips, saying why, where `make oracle` could not set it up."""
+    import oracle
+
+    why = oracle.unavailable()
+    if why:
+        pytest.skip(why)
+    return oracle.gl_oracle
