@@ -31,6 +31,7 @@ class Settings:
     per_op_ignores: dict[str, list[str]] = field(default_factory=dict)
     target: str = "classic"
     quantized: bool = True
+    backend: str = "both"  # opencl | opengl | both: which of the delegate's backends must build the graph
     rules: list[Path] = field(default_factory=list)
     config: Path | None = None
 
@@ -43,8 +44,10 @@ CONFIG_KEYS = {
     "per-op-ignores",
     "target",
     "quantized",
+    "backend",
     "rules",
 }
+BACKENDS = ("opencl", "opengl", "both")
 
 
 def find_config(start: Path) -> Path | None:
@@ -101,6 +104,10 @@ def load_config(path: Path) -> dict[str, Any]:
         if not isinstance(table["target"], str):
             raise SettingsError(f"{path}: `target` must be a string")
         out["target"] = table["target"]
+    if "backend" in table:
+        if table["backend"] not in BACKENDS:
+            raise SettingsError(f"{path}: `backend` must be one of {', '.join(BACKENDS)}")
+        out["backend"] = table["backend"]
     if "quantized" in table:
         if not isinstance(table["quantized"], bool):
             raise SettingsError(f"{path}: `quantized` must be true or false")
@@ -163,6 +170,7 @@ class FileResult:
     plans: list[SubgraphPlan] = field(default_factory=list)
     verdict: str | None = None
     reason: str = ""
+    backends: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def worst(self) -> int:
         return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)
@@ -192,10 +200,11 @@ def check_file(path: str, settings: Settings) -> FileResult:
 def check_model(model: Model, path: str, settings: Settings) -> FileResult:
     """Lint a model already in memory; `path` names it in the results."""
     targets = pack.load_targets(settings.rules)
-    linter = Linter(targets[settings.target], settings.quantized, targets=targets)
+    backends = None if settings.backend == "both" else (settings.backend,)
+    linter = Linter(targets[settings.target], settings.quantized, targets=targets, backends=backends)
     result: LintResult = linter.lint(model)
     findings = [f for f in result.findings if selected(f, settings, path)]
-    return FileResult(path, None, findings, result.ops, result.plans, result.verdict, result.reason)
+    return FileResult(path, None, findings, result.ops, result.plans, result.verdict, result.reason, result.backends)
 
 
 def check_all(

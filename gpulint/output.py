@@ -68,10 +68,18 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
         for plan in r.plans:
             if not plan.op_count:
                 continue
+            if plan.verdict == "refused":
+                lines.append(f"{r.path}: subgraph {plan.subgraph}: none of {plan.op_count} ops on the GPU (refused)")
+                continue
             lines.append(
                 f"{r.path}: subgraph {plan.subgraph}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
                 f"{len(plan.gpu_partitions)} GPU / {len(plan.cpu_partitions)} CPU partitions, "
                 f"{len(plan.transfers)} transfers, {plan.gpu_mac_share:.0%} of MACs on the GPU"
+            )
+        differ = len({o["init"] for o in r.backends.values()}) > 1
+        for name, outcome in r.backends.items() if differ else ():
+            lines.append(
+                f"{r.path}: {name}: {outcome['init']}" + (f" ({outcome['reason']})" if outcome["reason"] else "")
             )
         lines.append(f"{r.path}: verdict: {r.verdict} ({r.reason})")
     if statistics:
@@ -105,18 +113,20 @@ def _file_json(r: FileResult) -> dict[str, Any]:
         "path": r.path,
         "verdict": r.verdict,
         "reason": r.reason,
+        "backends": r.backends,
         "findings": [{**f.to_json(), "tensors": [clean(t) for t in f.tensors]} for f in r.findings],
         "ops": [p.to_json() for p in r.ops],
         "partitions": [p.to_json() for p in r.plans],
     }
 
 
-def render_json(results: list[FileResult], target: str, quantized: bool) -> str:
+def render_json(results: list[FileResult], target: str, quantized: bool, backend: str = "both") -> str:
     doc = {
         "schema_version": JSON_SCHEMA_VERSION,
         "gpulint": __version__,
         "target": target,
         "quantized": quantized,
+        "backend": backend,
         "files": [_file_json(r) for r in results],
     }
     return json.dumps(doc, indent=2)

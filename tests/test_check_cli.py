@@ -140,8 +140,10 @@ def test_json_document(models: Path) -> None:
         "version": 1,
         "placement": "gpu",
         "reasons": ["fp16 constant DEQUANTIZE: folded into its consumers (FP16GraphPartitionHelper)"],
+        "init_failures": {},
     }
-    assert {o["placement"] for o in f["ops"]} <= {"gpu", "cpu", "init-failure"}
+    assert {o["placement"] for o in f["ops"]} <= {"gpu", "cpu", "init-failure", "refused"}
+    assert doc["backend"] == "both" and set(f["backends"]) == {"opencl", "opengl"}
     finding = next(x for x in f["findings"] if x["code"] == "GPU402")
     assert set(finding) == {"code", "name", "severity", "message", "subgraph", "index", "op", "tensors", "fix"}
     assert finding["fix"] == "fold-atrous"

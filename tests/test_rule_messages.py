@@ -286,3 +286,48 @@ def test_rule_entries_are_complete(code: str) -> None:
     assert rule.summary and rule.rationale and rule.references, code
     if rule.fix_pass:
         assert rule.fix_safety in ("safe", "unsafe")
+
+
+def dynamic_batch_classifier(g: SubgraphBuilder) -> int:
+    """A Keras-style head with a dynamic batch: SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE."""
+    x = g.input("x", [1, 4, 4, 8], shape_signature=[-1, 4, 4, 8])
+    shape = g.op("SHAPE", [x], [4], dtype="INT32", out_name="shape")
+    i32 = np.int32
+    batch = g.op(
+        "STRIDED_SLICE",
+        [shape, g.const("b", np.array([0], i32)), g.const("e", np.array([1], i32)), g.const("s", np.array([1], i32))],
+        [],
+        dtype="INT32",
+        out_name="batch",
+        options=dict(shrink_axis_mask=1),
+    )
+    target = g.op(
+        "PACK",
+        [batch, g.const("n", np.array(128, i32))],
+        [2],
+        dtype="INT32",
+        out_name="target",
+        options=dict(values_count=2),
+    )
+    return g.op("RESHAPE", [x, target], [1, 128], out_name="flat")
+
+
+def test_gpu202_graph_refused() -> None:
+    found = messages(lint(single(dynamic_batch_classifier)), "GPU202")
+    assert found == [
+        "the interpreter refuses the GPU delegate for the whole graph: `flat` is dynamic-sized after Prepare "
+        "(RESHAPE, op 3 of subgraph 0: its shape operand `target` is computed at run time by PACK (op 2)). "
+        'The interpreter says: "Attempting to use a delegate that only supports static-sized tensors with a graph '
+        'that has dynamic-sized tensors (tensor#-1 is a dynamic-sized tensor)."'
+    ]
+
+
+def test_gpu203_backend_init_failure() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 4])
+        return g.op("TRANSPOSE", [x, g.const("perm", np.array([0, 2, 1], np.int32))], [1, 4, 8])
+
+    assert messages(lint(single(build)), "GPU203") == [
+        "`TRANSPOSE` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+        "No shader implementation for transpose"
+    ]

@@ -636,3 +636,152 @@ def run(name: str, sig: OpSignature, params: dict[str, Any]) -> str | None:
         return clean(reason, 400) if reason else None  # reasons quote tensor names from the model
     except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
         return f"the op's operands do not fit the {name} check ({type(e).__name__}: {e})"
+
+
+# -- backend kernels (tflite/delegates/gpu/gl/kernels/*.cc): init failures on one backend -------
+
+
+def _bhwc(t: TensorSpec) -> tuple[int, ...]:
+    """model_builder_helper.cc ExtractTensorShape 97-121: B, BC, BWC and BHWC as BHWC."""
+    s = list(t.shape)
+    if len(s) == 1:
+        return (s[0], 1, 1, 1)
+    if len(s) == 2:
+        return (s[0], 1, 1, s[1])
+    if len(s) == 3:
+        return (s[0], 1, s[1], s[2])
+    return tuple(s)
+
+
+def _runtime_pair(sig: OpSignature) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The BHWC shapes of a two-runtime-input op, in the order the builder binds them: ADD and MUL
+    put the "larger" tensor first (builder ElementwiseOperationParser 1147-1158)."""
+    rt = sig.runtime_inputs
+    if len(rt) != 2 or rt[0].index == rt[1].index or min(rt[0].rank, rt[1].rank) < 1:
+        return None
+    a, b = _bhwc(rt[0]), _bhwc(rt[1])
+    if sig.op in ("ADD", "MUL") and a[1] <= b[1] and a[2] <= b[2] and a[3] == b[3]:
+        a, b = b, a
+    return a, b
+
+
+@check
+def gl_add_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/add.cc 85-108: two runtime inputs of equal shape, or the second 1x1xC."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return None
+    a, b = pair
+    if a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3]):
+        return None
+    return "Shapes are not equal"
+
+
+@check
+def gl_elementwise_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/elementwise.cc 154-185: SUB, DIV, MAXIMUM, ... with two runtime inputs of equal
+    shape, or the second 1x1xC; anything else falls to the constant path, which has no constant."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return None
+    a, b = pair
+    if a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3]):
+        return None
+    return "Couldn't read scalar of const vector data from the attributes."
+
+
+@check
+def gl_mul_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/mul.cc 41-55: each dimension of the second runtime input equals the first's or is 1."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return None
+    a, b = pair
+    for dim in (2, 1, 3):
+        if not (b[dim] == a[dim] or (b[dim] == 1 and a[dim] != 1)):
+            return f"Second runtime tensor dimension {dim} must either match first tensor's dimensions or be 1."
+    return None
+
+
+@check
+def gl_conv_groups(sig: OpSignature) -> str | None:
+    """gl/kernels/conv.cc 50-54: a CONV_2D whose filter has fewer input channels than its input."""
+    x, w = sig.input(0), sig.input(1)
+    if x is None or w is None or x.rank != 4 or w.rank != 4 or not w.is_const:
+        return None
+    if w.shape[3] and x.shape[3] != w.shape[3]:
+        return "Convolution does not support more than 1 group"
+    return None
+
+
+# -- checks over a backend's whole delegated partition ------------------------------------------
+
+GraphCheck = Callable[[Any, set[int]], tuple[int | None, str] | None]
+GRAPH_CHECKS: dict[str, GraphCheck] = {}
+
+
+def graph_check(fn: GraphCheck) -> GraphCheck:
+    GRAPH_CHECKS[fn.__name__] = fn
+    return fn
+
+
+def _partition_values(graph: Any, delegated: set[int]) -> list[tuple[int, int]]:
+    """(tensor, first op) for the runtime tensors of the delegated partition, in the order the
+    builder creates its values: each op's runtime inputs, then its outputs, in execution order."""
+    seen: dict[int, int] = {}
+    weights: set[int] = set()  # what a delegated DENSIFY/DEQUANTIZE makes of constants: read as weights
+    for n in sorted(delegated):
+        op = graph.subgraph.operators[n]
+        if graph.model.op_name(op) in ("DENSIFY", "DEQUANTIZE") and all(
+            t < 0 or graph.is_const(t) or t in weights for t in op.inputs
+        ):
+            weights.update(op.outputs)
+            continue
+        for t in (*op.inputs, *op.outputs):
+            if t >= 0 and t not in seen and t not in weights and not graph.is_const(t):
+                seen[t] = n
+    return list(seen.items())
+
+
+@graph_check
+def gl_batch_size(graph: Any, delegated: set[int]) -> tuple[int | None, str] | None:
+    """common/model.cc 533-552 CheckBatchSizeForAllValues, called by the OpenGL backend only
+    (gl/api.cc 385, gl/api2.cc 743): every value's B (of BHWC) equals the first value's."""
+    values = [(t, n) for t, n in _partition_values(graph, delegated) if graph.subgraph.tensors[t].shape]
+    if not values:
+        return None
+    batch = graph.subgraph.tensors[values[0][0]].shape[0]
+    odd = [(t, n) for t, n in values if graph.subgraph.tensors[t].shape[0] != batch]
+    if not odd:
+        return None
+    t, n = odd[0]
+    name = clean(graph.subgraph.tensors[t].name or f"tensor {t}", 80)
+    return n, (
+        f"Batch size mismatch, expected {batch} but got {len(odd)} values with divergent batch sizes "
+        f"(first: `{name}` {list(graph.subgraph.tensors[t].shape)})"
+    )
+
+
+@graph_check
+def gl_float_io(graph: Any, delegated: set[int]) -> tuple[int | None, str] | None:
+    """gl_delegate.cc 180-227 (TfLiteGpuDelegate): every runtime tensor the partition takes from or
+    hands back to the interpreter must be FLOAT32, else "Input/Output tensor is not found in the graph." """
+
+    def other(t: int) -> bool:
+        # Quantized tensors only reach a partition with the quantized-models flag, which only
+        # TfLiteGpuDelegateV2 has; it converts them at the boundary (delegate.cc quant_conversion_map).
+        tensor = graph.subgraph.tensors[t]
+        return tensor.type != "FLOAT32" and tensor.quantization is None
+
+    for n in sorted(delegated):
+        op = graph.subgraph.operators[n]
+        for t in op.inputs:
+            outside = t >= 0 and not graph.is_const(t) and graph.producer.get(t) not in delegated
+            if outside and other(t):
+                return n, "Input tensor is not found in the graph."
+        for t in op.outputs:
+            readers = graph.consumers.get(t, [])
+            leaves = t in graph.graph_outputs or any(r not in delegated for r in readers)
+            if leaves and other(t):
+                return n, "Output tensor is not found in the graph."
+    return None

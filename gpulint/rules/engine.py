@@ -15,7 +15,8 @@ from typing import Any
 from gpulint.model.ir import Model
 from gpulint.rules import checks, pack
 from gpulint.rules.pack import Rule, Target
-from gpulint.rules.partition import SubgraphPlan, plan_subgraph
+from gpulint.rules.partition import SubgraphPlan, plan_subgraph, refresh_verdict
+from gpulint.rules.prepare import Refusal, find_refusal
 from gpulint.rules.signature import Graph, OpSignature
 from gpulint.text import clean
 
@@ -35,6 +36,7 @@ RESHUFFLE = {
     "BATCH_TO_SPACE_ND": "batch",
 }
 SUB_BYTE = ("INT4", "INT2", "UINT4")
+PARTITION_CODES = ("GPU109", "GPU601", "GPU602")
 
 
 @dataclass
@@ -71,10 +73,11 @@ class Placement:
     index: int
     op: str
     version: int
-    placement: str  # "gpu" | "cpu" | "init-failure"
+    placement: str  # "gpu" | "cpu" | "init-failure" | "refused"
     reasons: list[str] = field(default_factory=list)
     folded: bool = False  # a constant DEQUANTIZE the delegate folds into its consumers
     codes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    backend_failures: dict[str, str] = field(default_factory=dict)  # backend -> why it fails to build the op
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +87,7 @@ class Placement:
             "version": self.version,
             "placement": self.placement,
             "reasons": self.reasons,
+            "init_failures": self.backend_failures,
         }
 
 
@@ -94,6 +98,8 @@ class LintResult:
     plans: list[SubgraphPlan]
     verdict: str
     reason: str
+    backends: dict[str, dict[str, str]] = field(default_factory=dict)  # backend -> {init, reason}
+    refusal: Refusal | None = None
 
 
 class Linter:
@@ -103,9 +109,12 @@ class Linter:
         quantized: bool = True,
         rules: dict[str, Rule] | None = None,
         targets: dict[str, Target] | None = None,
+        backends: tuple[str, ...] | None = None,
     ) -> None:
         self.target = target
         self.quantized = quantized
+        names = tuple(target.backends) if backends is None else backends
+        self.backends = [target.backends[b] for b in names if b in target.backends]
         self.rules = rules or pack.builtin_rules()
         all_targets = targets or pack.load_targets()
         mp, classic = all_targets.get("mediapipe"), all_targets.get("classic")
@@ -148,10 +157,27 @@ class Linter:
                 p.reasons.append(failure)
                 p.codes.append(("GPU201", {"op": sig.op, "reason": failure}))
                 return p
+        for backend in self.backends:
+            failure = self._backend_failure(sig, backend)
+            if failure:
+                p.backend_failures[backend.name] = failure
+                p.placement = "init-failure"
+                p.reasons.append(f"{backend.title}: {failure}")
+                p.codes.append(("GPU203", {"op": sig.op, "backend": backend.title, "reason": failure}))
         if sig.op == "DEQUANTIZE" and sig.inputs and sig.inputs[0].is_const:
             p.folded = True
             p.reasons.append("constant DEQUANTIZE: dequantized once when the delegate initializes")
         return p
+
+    @staticmethod
+    def _backend_failure(sig: OpSignature, backend: pack.Backend) -> str | None:
+        if sig.op in backend.no_kernel:
+            return f"No shader implementation for {backend.no_kernel[sig.op]}"
+        for call in backend.init_checks.get(sig.op, []):
+            failure = checks.run(call.name, sig, dict(call.params))
+            if failure:
+                return failure
+        return None
 
     def _cpu(self, p: Placement, code: str, reason: str, /, **values: Any) -> Placement:
         p.placement = "cpu"
@@ -191,15 +217,95 @@ class Linter:
                     p.placement = "cpu"
                     p.reasons = ["outside the delegated partition"]
                     p.codes = [("GPU109", {"op": p.op})]
+                    p.backend_failures = {}
             placements.extend(placed)
             for p in placed:
                 for code, values in p.codes:
                     findings.append(self.finding(code, values, si, p.index, p.op))
+            findings.extend(self._partition_checks(graph, plan, placed))
             findings.extend(self._op_rules(graph, sigs, placed, plan))
             findings.extend(self._subgraph_rules(graph, plan))
         findings.extend(self._model_rules(model))
+        refusal = find_refusal(model)
+        if refusal is not None:
+            # Partition findings describe a split that never happens once the graph is refused.
+            findings = [f for f in findings if f.code not in PARTITION_CODES]
+            findings.append(self._refuse(refusal, placements, plans))
         verdict, reason = model_verdict(plans)
-        return LintResult(findings, placements, plans, verdict, reason)
+        return LintResult(findings, placements, plans, verdict, reason, self._backend_outcomes(plans), refusal)
+
+    def _partition_checks(self, graph: Graph, plan: SubgraphPlan, placed: list[Placement]) -> list[Finding]:
+        """Each backend's checks over the whole delegated partition (its values, its inputs and outputs)."""
+        out: list[Finding] = []
+        for backend in self.backends:
+            for name in backend.graph_checks:
+                hit = checks.GRAPH_CHECKS[name](graph, plan.delegated)
+                if hit is None:
+                    continue
+                index, failure = hit
+                p = next((q for q in placed if q.index == index), None)
+                plan.backend_failures.setdefault(backend.name, f"{failure} (at `{p.op if p else '?'}`, op {index})")
+                if p is not None:
+                    p.backend_failures.setdefault(backend.name, failure)
+                    p.placement = "init-failure"
+                    p.reasons.append(f"{backend.title}: {failure}")
+                values = {"op": p.op if p else "", "backend": backend.title, "reason": failure}
+                out.append(self.finding("GPU203", values, graph.index, index, p.op if p else None))
+        for backend in self.backends:
+            failing = [p for p in placed if p.index in plan.delegated and backend.name in p.backend_failures]
+            if failing and backend.name not in plan.backend_failures:
+                f = failing[0]
+                plan.backend_failures[backend.name] = f"{f.backend_failures[backend.name]} (at `{f.op}`, op {f.index})"
+        refresh_verdict(plan, placed, {b.name: b.title for b in self.backends})
+        return out
+
+    def _refuse(self, refusal: Refusal, placements: list[Placement], plans: list[SubgraphPlan]) -> Finding:
+        """The interpreter refuses the delegate for the whole graph: nothing is delegated."""
+        words = f"the interpreter refuses the GPU delegate for the whole graph: {refusal.message}"
+        for p in placements:
+            if p.placement in ("gpu", "init-failure") and not p.folded:
+                p.placement = "refused"
+                p.reasons.append(words)
+        for p in placements:
+            if p.placement == "cpu" and p.codes and p.codes[0][0] == "GPU109":
+                p.reasons = [words]
+        for plan in plans:
+            for part in plan.partitions:
+                part.delegated = False
+            plan.cpu_ops = sorted(plan.delegated | set(plan.cpu_ops))
+            plan.delegated = set()
+            plan.gpu_macs = 0
+            plan.transfers = []
+            plan.verdict = "refused"
+            plan.reason = (
+                f"`{refusal.tensor}` is dynamic-sized after Prepare ({refusal.op}, op {refusal.op_index} of "
+                f"subgraph {refusal.subgraph}: {refusal.why}); nothing runs on the GPU"
+            )
+        values = {
+            "tensor": refusal.tensor,
+            "op": refusal.op,
+            "index": refusal.op_index,
+            "subgraph": refusal.subgraph,
+            "why": refusal.why,
+            "words": refusal.message,
+        }
+        return self.finding("GPU202", values, refusal.subgraph, refusal.op_index, refusal.op, [refusal.tensor])
+
+    def _backend_outcomes(self, plans: list[SubgraphPlan]) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for backend in self.backends:
+            if any(p.verdict == "refused" for p in plans):
+                out[backend.name] = {"init": "refused", "reason": plans[0].reason}
+                continue
+            common = next((p for p in plans if p.common_failure), None)
+            failing = next((p for p in plans if backend.name in p.backend_failures), None)
+            if common is not None:
+                out[backend.name] = {"init": "init-failure", "reason": common.common_failure}
+            elif failing is not None:
+                out[backend.name] = {"init": "init-failure", "reason": failing.backend_failures[backend.name]}
+            else:
+                out[backend.name] = {"init": "ok", "reason": ""}
+        return out
 
     def finding(
         self,
@@ -363,7 +469,7 @@ def channel_move(sig: OpSignature) -> tuple[str, str] | None:
     return None
 
 
-VERDICT_ORDER = ("ready", "partial", "not-worth-it", "init-failure")
+VERDICT_ORDER = ("ready", "partial", "not-worth-it", "init-failure", "refused")
 
 
 def model_verdict(plans: list[SubgraphPlan]) -> tuple[str, str]:
@@ -371,6 +477,9 @@ def model_verdict(plans: list[SubgraphPlan]) -> tuple[str, str]:
     active = [p for p in plans if p.op_count]
     if not active:
         return "ready", "the model has no ops"
+    refused = [p for p in active if p.verdict == "refused"]
+    if refused:
+        return "refused", "the interpreter refuses the GPU delegate for the whole graph: " + refused[0].reason
     failing = [p for p in active if p.verdict == "init-failure"]
     if failing:
         return "init-failure", failing[0].reason

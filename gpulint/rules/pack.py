@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gpulint.model import schema
-from gpulint.rules.checks import CHECKS
+from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # info 0 < warning 1 < error 2
@@ -209,6 +209,20 @@ class OpSupport:
 
 
 @dataclass
+class Backend:
+    """What one GPU backend of the delegate cannot build: ops it has no kernel for, per-op
+    constraints of its kernels, and checks over the whole delegated partition. A failure here is
+    an init failure on that backend only (the op was delegated, then the backend fails to build)."""
+
+    name: str
+    title: str
+    source: str = ""
+    no_kernel: dict[str, str] = field(default_factory=dict)  # op -> the backend's name for its operation
+    init_checks: dict[str, list[CheckCall]] = field(default_factory=dict)
+    graph_checks: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Target:
     name: str
     title: str
@@ -220,6 +234,7 @@ class Target:
     ops: dict[str, OpSupport]
     custom_ops: dict[str, OpSupport]
     path: str = ""
+    backends: dict[str, Backend] = field(default_factory=dict)
 
 
 _TARGET_KEYS = ("target",)
@@ -234,7 +249,10 @@ _TARGET_OPTIONAL = (
     "only_listed",
     "ops",
     "custom_ops",
+    "backends",
 )
+_BACKEND_KEYS = ("title",)
+_BACKEND_OPTIONAL = ("source", "no_kernel", "init_checks", "graph_checks")
 _OP_KEYS = (
     "max_version",
     "checks",
@@ -298,6 +316,33 @@ def parse_target(text: str, where: str, known: dict[str, Target]) -> Target:
             ops[str(op)] = support
         return ops
 
+    def backend_table() -> dict[str, Backend]:
+        table = doc.get("backends")
+        if table is None:
+            return dict(base.backends) if base is not None else {}
+        v.mapping(table, "backends", doc)
+        out: dict[str, Backend] = {}
+        for bname, entry in table.items():
+            e = v.mapping(entry, bname, table)
+            v.keys(e, _BACKEND_KEYS, _BACKEND_OPTIONAL)
+            no_kernel = e.get("no_kernel") or _Map()
+            v.mapping(no_kernel, "no_kernel", e)
+            checks_by_op = e.get("init_checks") or _Map()
+            v.mapping(checks_by_op, "init_checks", e)
+            graph = v.str_list(e, "graph_checks", set(GRAPH_CHECKS))
+            out[str(bname)] = Backend(
+                str(bname),
+                str(e["title"]),
+                str(e.get("source", "")),
+                {str(k): str(x) for k, x in no_kernel.items()},
+                {
+                    str(op): [_check_call(v, checks_by_op, str(op), c) for c in (calls or [])]
+                    for op, calls in checks_by_op.items()
+                },
+                graph,
+            )
+        return out
+
     return Target(
         name=name,
         title=str(doc.get("title", name)),
@@ -309,6 +354,7 @@ def parse_target(text: str, where: str, known: dict[str, Target]) -> Target:
         ops=op_table("ops", True),
         custom_ops=op_table("custom_ops", False),
         path=where,
+        backends=backend_table(),
     )
 
 

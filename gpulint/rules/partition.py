@@ -51,6 +51,8 @@ class SubgraphPlan:
     gpu_macs: int = 0
     verdict: str = "ready"
     reason: str = ""
+    common_failure: str = ""  # an init failure on every backend (a [Parse] constraint)
+    backend_failures: dict[str, str] = field(default_factory=dict)  # backend -> its init failure
 
     @property
     def gpu_partitions(self) -> list[Partition]:
@@ -76,6 +78,7 @@ class SubgraphPlan:
             "gpu_mac_share": round(self.gpu_mac_share, 4),
             "verdict": self.verdict,
             "reason": self.reason,
+            "init_failures": self.backend_failures,
         }
 
 
@@ -166,7 +169,7 @@ def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement]
     plan.total_macs = sum(cost[n] for n in nodes)
     plan.gpu_macs = sum(cost[n] for n in plan.delegated)
     plan.transfers = _transfers(graph, plan.delegated)
-    _verdict(plan, placed)
+    _verdict(plan, placed, None)
     return plan
 
 
@@ -191,12 +194,28 @@ def _transfers(graph: Graph, delegated: set[int]) -> list[Transfer]:
     return out
 
 
-def _verdict(plan: SubgraphPlan, placed: list[Placement]) -> None:
-    failing = [p for p in placed if p.index in plan.delegated and p.placement == "init-failure"]
-    if failing:
-        f = failing[0]
+def refresh_verdict(plan: SubgraphPlan, placed: list[Placement], backends: dict[str, str] | None = None) -> None:
+    """The verdict again, once each backend's failures are known (`backends`: name -> title, the
+    backends asked about)."""
+    _verdict(plan, placed, backends or {})
+
+
+def _verdict(plan: SubgraphPlan, placed: list[Placement], backends: dict[str, str] | None = None) -> None:
+    common = [
+        p for p in placed if p.index in plan.delegated and p.placement == "init-failure" and not p.backend_failures
+    ]
+    failing = {b: why for b, why in plan.backend_failures.items() if backends is None or b in (backends or {})}
+    if common:
+        f = common[0]
         plan.verdict = "init-failure"
-        plan.reason = f"the delegate fails to initialize on `{f.op}` (op {f.index}): {f.reasons[-1]}"
+        plan.common_failure = f"`{f.op}` (op {f.index}): {f.reasons[-1]}"
+        plan.reason = f"the delegate fails to initialize on {plan.common_failure}"
+    elif failing:
+        titles = backends or {}
+        plan.verdict = "init-failure"
+        fails = "; ".join(f"on the {titles.get(b, b)}: {why}" for b, why in failing.items())
+        ok = [titles.get(b, b) for b in titles if b not in failing]
+        plan.reason = (f"initializes on the {' and '.join(ok)} but fails " if ok else "fails to initialize ") + fails
     elif not plan.delegated:
         plan.verdict = "not-worth-it"
         plan.reason = f"none of its {plan.op_count} ops can run on the GPU"
