@@ -104,6 +104,13 @@ def check(
         bool | None,
         typer.Option("--quantized/--no-quantized", help="The delegate's quantized-models flag (on by default)."),
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="The delegate backend that must build the graph: opencl, opengl (devices without OpenCL), "
+            "or both (default)."
+        ),
+    ] = None,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")] = None,
     config: Annotated[
         Path | None, typer.Option(help="A gpulint.toml or pyproject.toml (default: found from the current folder up).")
@@ -119,7 +126,15 @@ def check(
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
     from gpulint import output as render
-    from gpulint.check import Settings, SettingsError, check_all, find_config, load_config, validate_selectors
+    from gpulint.check import (
+        BACKENDS,
+        Settings,
+        SettingsError,
+        check_all,
+        find_config,
+        load_config,
+        validate_selectors,
+    )
     from gpulint.rules.pack import SEVERITY_RANK, PackError, builtin_rules, load_targets
 
     try:
@@ -140,6 +155,10 @@ def check(
             settings.target = list(targets)[-1]  # the last pack given on the command line
         if quantized is not None:
             settings.quantized = quantized
+        if backend is not None:
+            settings.backend = backend
+        if settings.backend not in BACKENDS:
+            fail(None, f"unknown backend `{settings.backend}`; known: {', '.join(BACKENDS)}")
         if settings.target not in targets:
             fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
         catalog = builtin_rules()
@@ -166,7 +185,7 @@ def check(
         if r.error is not None:
             typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
     if output_format is Format.json:
-        text = render.render_json(results, settings.target, settings.quantized)
+        text = render.render_json(results, settings.target, settings.quantized, settings.backend)
     elif output_format is Format.sarif:
         text = render.render_sarif(results, catalog)
     elif output_format is Format.github:
