@@ -54,6 +54,15 @@ class SubgraphPlan:
     common_failure: str = ""  # an init failure on every backend (a [Parse] constraint)
     backend_failures: dict[str, str] = field(default_factory=dict)  # backend -> its init failure
 
+    folded_into: dict[int, list[int]] = field(default_factory=dict)  # folded DEQUANTIZE -> its readers
+
+    @property
+    def delegated_nodes(self) -> set[int]:
+        """The nodes the delegate replaces: the delegated partition, and each folded fp16 DEQUANTIZE
+        all of whose readers are in it (FP16GraphPartitionHelper keeps the others in the graph)."""
+        folded = {n for n, readers in self.folded_into.items() if readers and set(readers) <= self.delegated}
+        return self.delegated | folded if self.delegated else set()
+
     @property
     def gpu_partitions(self) -> list[Partition]:
         return [p for p in self.partitions if p.kind == "gpu"]
@@ -154,6 +163,10 @@ def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement]
     nodes = [p.index for p in placed if not p.folded]
     supported = {p.index for p in placed if not p.folded and p.placement in ("gpu", "init-failure")}
     plan = SubgraphPlan(graph.index, op_count=len(nodes))
+    for p in placed:
+        if p.folded and p.placement == "gpu":
+            outs = graph.subgraph.operators[p.index].outputs
+            plan.folded_into[p.index] = [r for t in outs for r in graph.consumers.get(t, [])]
     if not nodes:
         plan.reason = "no ops"
         return plan
