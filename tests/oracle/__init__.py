@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,11 @@ def _run_child(paths: list[str]) -> dict[str, OracleResult]:
             continue
         # the first model without an answer: it began it and died (or hung), or died before it
         how = f"timed out after {wall:.0f} s" if rc is None else f"exit status {rc}"
+        if rc is not None and rc < 0:
+            how = f"killed by {signal.Signals(-rc).name}"
+        last = [line for line in logs.get(n, "").splitlines() if not line.startswith("@@")][-1:]
+        if last:
+            how += f", after: {last[0][:200]}"
         out[path] = OracleResult(
             path, "crash", errors=[f"the delegate's process died on this model ({how})"], log=logs.get(n, "")
         )

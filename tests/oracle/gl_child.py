@@ -64,6 +64,68 @@ def _libmediapipe() -> str:
     return os.path.join(next(iter(spec.submodule_search_locations)), "tasks", "c", "libmediapipe.so")
 
 
+NEEDED = [
+    *S_MINLOG,
+    *S_ONCE_GUARDS,
+    S_ERR,
+    S_MP_RESOLVER,
+    S_BUILDER,
+    S_BUILDER_DTOR,
+    S_BUILD,
+    S_MODIFY,
+    S_INTERP_DTOR,
+    S_GETPLAN,
+    S_GETNODE,
+    "MpErrorFree",
+    "TfLiteGpuDelegateCreate",
+    "TfLiteGpuDelegateDelete",
+]
+
+
+def _symbols(so: str) -> dict[str, int]:
+    """The offsets of the symbols we call, from `nm` (about a second on this 120 MB library),
+    kept beside the venv for the next child, keyed by the library's size and mtime."""
+    st = os.stat(so)
+    key = f"{so}:{st.st_size}:{st.st_mtime_ns}"
+    saved = os.path.join(sys.prefix, "oracle-symbols.json")
+    try:
+        with open(saved) as f:
+            cached = json.load(f)
+        if cached.get("key") == key:
+            return {k: int(v) for k, v in cached["symbols"].items()}
+    except (OSError, ValueError, KeyError):
+        pass
+    want = set(NEEDED)
+    syms: dict[str, int] = {}
+    out = subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) == 3 and p[2] in want:
+            syms[p[2]] = int(p[0], 16)
+    tmp = f"{saved}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump({"key": key, "symbols": syms}, f)
+        os.replace(tmp, saved)
+    except OSError:
+        pass  # a read-only venv: nm again next time
+    return syms
+
+
+def _schema():
+    """The wheel's flatbuffer schema module, loaded by path: importing the mediapipe package
+    costs most of a second and brings nothing the child needs."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_libmediapipe()))), "tasks", "metadata")
+    spec = importlib.util.spec_from_file_location("_oracle_schema", os.path.join(path, "schema_py_generated.py"))
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no schema_py_generated.py in {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _fd2(text: str) -> None:
     sys.stderr.flush()
     os.write(2, text.encode())
@@ -74,12 +136,7 @@ class Runtime:
 
     def __init__(self) -> None:
         so = _libmediapipe()
-        syms: dict[str, int] = {}
-        out = subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            p = line.split()
-            if len(p) == 3:
-                syms[p[2]] = int(p[0], 16)
+        syms = _symbols(so)
         lib = ctypes.CDLL(so)
         base = ctypes.cast(lib.MpErrorFree, VP).value - syms["MpErrorFree"]
         self.base, self.syms = base, syms
@@ -101,9 +158,7 @@ class Runtime:
         self.getnode = fn(S_GETNODE, ctypes.c_int, VP, ctypes.c_int, ctypes.POINTER(VP), ctypes.POINTER(VP))
         self.gpu_create = fn("TfLiteGpuDelegateCreate", VP, VP)
         self.gpu_delete = fn("TfLiteGpuDelegateDelete", None, VP)
-        from mediapipe.tasks.metadata import schema_py_generated as sch
-
-        self.sch = sch
+        self.sch = _schema()
 
     def set_log_level(self, level: int) -> None:
         for addr in self.minlog:
@@ -213,7 +268,8 @@ class Runtime:
         ctx0 = impl0 = 0
         for off in range(0, 1024, 8):
             p = VP.from_address(interp + off).value
-            if p and readable(p, 32) and ctypes.c_size_t.from_address(p).value == n_tensors:
+            # ops may add tensors of their own when they are built (LSTM's scratch tensors)
+            if p and readable(p, 32) and n_tensors <= ctypes.c_size_t.from_address(p).value <= n_tensors + 256:
                 impl = VP.from_address(p + 24).value  # TfLiteContext.impl_ = the Subgraph
                 if impl and impl <= p < impl + 8192:
                     ctx0, impl0 = p, impl

@@ -1,0 +1,289 @@
+"""A generated grid of one-op models for the differential tests (tests/test_oracle_fidelity.py).
+
+Ops x versions x ranks x dtypes x constant/runtime operands x broadcast shapes, a few hundred
+models in all, each built with gpulint.model.build. The cases lean on what the delegate's
+backends decide differently: broadcasts, batch != 1, runtime weights, integer casts, grouped
+convolutions, and the ops the OpenGL backend has no shader for. A case whose model the
+interpreter itself rejects is not an error here: the oracle says it cannot decide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpulint.model import Model
+from gpulint.model.build import ModelBuilder
+
+NP = {"FLOAT32": np.float32, "INT32": np.int32, "BOOL": np.bool_, "INT64": np.int64}
+SHORT = {"FLOAT32": "f32", "INT32": "i32", "BOOL": "bool", "INT64": "i64"}
+
+
+@dataclass(frozen=True)
+class Operand:
+    shape: tuple[int, ...]
+    dtype: str = "FLOAT32"
+    const: bool = False
+    value: Any = None  # for constants: the array (else ones of shape)
+
+    def tag(self) -> str:
+        return ("c" if self.const else "") + SHORT[self.dtype] + "[" + ",".join(map(str, self.shape)) + "]"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    op: str
+    inputs: tuple[Operand, ...]
+    outputs: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype) of each output
+    options: tuple[tuple[str, Any], ...] = ()
+    version: int = 1
+
+    def build(self) -> Model:
+        mb = ModelBuilder()
+        g = mb.subgraph("main")
+        ins = []
+        for i, o in enumerate(self.inputs):
+            if o.const:
+                value = o.value if o.value is not None else np.ones(o.shape, NP[o.dtype])
+                ins.append(g.const(f"c{i}", np.asarray(value, NP[o.dtype]).reshape(o.shape), o.dtype))
+            else:
+                ins.append(g.input(f"in{i}", list(o.shape), o.dtype))
+        outs = [g.tensor(f"out{i}", list(s), d) for i, (s, d) in enumerate(self.outputs)]
+        g.op(self.op, ins, out=outs, options=dict(self.options) or None, version=self.version)
+        g.output(*outs)
+        return mb.build()
+
+
+def case(
+    op: str,
+    inputs: Sequence[Operand],
+    out: Sequence[int] | Sequence[tuple[Sequence[int], str]],
+    out_dtype: str = "FLOAT32",
+    version: int = 1,
+    note: str = "",
+    **options: Any,
+) -> Case:
+    several = bool(out) and isinstance(out[0], tuple)
+    outputs = tuple((tuple(s), d) for s, d in out) if several else ((tuple(out), out_dtype),)  # type: ignore[misc,arg-type]
+    tag = "-".join(o.tag() for o in inputs)
+    opts = "".join(f"-{k}={v}" for k, v in sorted(options.items()) if k not in QUIET_OPTIONS)
+    cid = f"{op}-v{version}-{tag}{opts}" + (f"-{note}" if note else "")
+    return Case(cid, op, tuple(inputs), outputs, tuple(sorted(options.items())), version)
+
+
+QUIET_OPTIONS = {"padding", "stride_w", "stride_h", "filter_width", "filter_height", "beta", "in_data_type"}
+
+
+def rt(*shape: int, dtype: str = "FLOAT32") -> Operand:
+    return Operand(tuple(shape), dtype)
+
+
+def cst(*shape: int, dtype: str = "FLOAT32", value: Any = None) -> Operand:
+    return Operand(tuple(shape), dtype, True, value)
+
+
+BINARY = ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"]
+BROADCASTS: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
+    ((1, 8, 8, 4), (1, 8, 8, 4)),
+    ((1, 8, 8, 4), (4,)),
+    ((1, 8, 8, 4), (1, 1, 1, 4)),
+    ((1, 8, 8, 4), (1, 8, 8, 1)),
+    ((1, 8, 1, 4), (1, 1, 8, 4)),
+    ((1, 8, 8, 4), ()),
+    ((1, 1, 1, 4), (1, 8, 8, 4)),
+    ((2, 8, 8, 4), (2, 8, 8, 4)),
+    ((8, 4), (8, 4)),
+    ((2, 8, 4), (4,)),
+    ((1, 8, 4), (1, 1, 4)),
+]
+UNARY = [
+    "ABS",
+    "EXP",
+    "LOGISTIC",
+    "TANH",
+    "RELU",
+    "RELU6",
+    "SQRT",
+    "RSQRT",
+    "NEG",
+    "SQUARE",
+    "HARD_SWISH",
+    "LOG",
+    "SIN",
+    "COS",
+    "FLOOR",
+    "ELU",
+    "GELU",
+    "ROUND",
+    "SIGN",
+    "CEIL",
+]
+UNARY_SHAPES = [(1, 8, 8, 4), (2, 8, 8, 4), (8, 4), (1, 8, 4), (4,)]
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+    # binary elementwise: broadcast shapes x constant / runtime second operand x dtype
+    for op in BINARY:
+        for a, b in BROADCASTS:
+            shape = tuple(np.broadcast_shapes(a, b))
+            for const in (False, True):
+                second = cst(*b) if const else rt(*b)
+                out.append(case(op, [rt(*a), second], shape))
+    for op in ("ADD", "SUB", "MUL"):
+        for a, b in BROADCASTS[:3]:
+            for const in (False, True):
+                second = cst(*b, dtype="INT32") if const else rt(*b, dtype="INT32")
+                out.append(case(op, [rt(*a, dtype="INT32"), second], a, "INT32"))
+    # versions around the delegate's maxima
+    for op, versions in {"ADD": (1, 2, 3, 4, 5), "MUL": (1, 2, 3, 4, 5, 6), "SUB": (1, 2, 3, 4, 5)}.items():
+        for v in versions:
+            out.append(case(op, [rt(1, 8, 8, 4), rt(1, 8, 8, 4)], (1, 8, 8, 4), version=v))
+    for op, versions in {"LOGISTIC": (1, 2, 3), "TANH": (1, 2, 3), "ABS": (1, 2, 3, 4), "RELU": (1, 2, 3)}.items():
+        for v in versions:
+            out.append(case(op, [rt(1, 8, 8, 4)], (1, 8, 8, 4), version=v))
+    # unary elementwise over ranks and batch
+    for op in UNARY:
+        for s in UNARY_SHAPES:
+            out.append(case(op, [rt(*s)], s))
+    out += conv_cases() + shape_cases()
+    seen: set[str] = set()
+    unique = []
+    for c in out:
+        if c.id not in seen:
+            seen.add(c.id)
+            unique.append(c)
+    return unique
+
+
+def conv_cases() -> list[Case]:
+    out: list[Case] = []
+    same = dict(padding="SAME", stride_w=1, stride_h=1)
+    for batch in (1, 2):
+        for cin in (3, 4, 8):
+            for wconst in (True, False):
+                w = cst(8, 3, 3, cin) if wconst else rt(8, 3, 3, cin)
+                out.append(case("CONV_2D", [rt(batch, 8, 8, cin), w, cst(8)], (batch, 8, 8, 8), **same))
+        # grouped convolution: 8 input channels, filters of 4 (2 groups)
+        out.append(
+            case("CONV_2D", [rt(batch, 8, 8, 8), cst(8, 3, 3, 4), cst(8)], (batch, 8, 8, 8), note="grouped", **same)
+        )
+        out.append(
+            case(
+                "DEPTHWISE_CONV_2D",
+                [rt(batch, 8, 8, 8), cst(1, 3, 3, 8), cst(8)],
+                (batch, 8, 8, 8),
+                depth_multiplier=1,
+                **same,
+            )
+        )
+        out.append(
+            case(
+                "DEPTHWISE_CONV_2D",
+                [rt(batch, 8, 8, 4), cst(1, 3, 3, 8), cst(8)],
+                (batch, 8, 8, 8),
+                version=2,
+                depth_multiplier=2,
+                **same,
+            )
+        )
+        for pool in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+            out.append(
+                case(
+                    pool,
+                    [rt(batch, 8, 8, 4)],
+                    (batch, 4, 4, 4),
+                    padding="VALID",
+                    stride_w=2,
+                    stride_h=2,
+                    filter_width=2,
+                    filter_height=2,
+                )
+            )
+    for v in (1, 2, 3, 4, 5):
+        out.append(case("CONV_2D", [rt(1, 8, 8, 4), cst(8, 3, 3, 4), cst(8)], (1, 8, 8, 8), version=v, **same))
+    for shape, outshape in (((1, 16), (1, 8)), ((2, 16), (2, 8)), ((1, 4, 16), (4, 8))):
+        for wconst in (True, False):
+            w = cst(8, 16) if wconst else rt(8, 16)
+            out.append(case("FULLY_CONNECTED", [rt(*shape), w, cst(8)], outshape))
+    out.append(case("FULLY_CONNECTED", [rt(1, 4, 16), cst(8, 16), cst(8)], (1, 4, 8), keep_num_dims=True))
+    for v in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10):
+        out.append(case("FULLY_CONNECTED", [rt(1, 16), cst(8, 16), cst(8)], (1, 8), version=v))
+    return out
+
+
+def shape_cases() -> list[Case]:
+    out: list[Case] = []
+    x = rt(1, 8, 8, 4)
+    out.append(case("RESHAPE", [x, cst(3, dtype="INT32", value=[1, 64, 4])], (1, 64, 4)))
+    out.append(case("RESHAPE", [x, rt(3, dtype="INT32")], (1, 64, 4), note="runtime-shape"))
+    out.append(case("RESHAPE", [x], (1, 64, 4), new_shape=[1, 64, 4]))
+    out.append(case("RESHAPE", [rt(2, 8, 8, 4), cst(2, dtype="INT32", value=[2, 256])], (2, 256)))
+    for perm, shape in (([0, 2, 1, 3], (1, 8, 8, 4)), ([0, 3, 1, 2], (1, 4, 8, 8)), ([0, 2, 1], (1, 4, 8))):
+        src = x if len(perm) == 4 else rt(1, 8, 4)
+        note = "perm=" + "".join(map(str, perm))
+        out.append(case("TRANSPOSE", [src, cst(len(perm), dtype="INT32", value=perm)], shape, note=note))
+    for axis, b, shape in (
+        (3, (1, 8, 8, 4), (1, 8, 8, 8)),
+        (1, (1, 8, 8, 4), (1, 16, 8, 4)),
+        (0, (1, 8, 8, 4), (2, 8, 8, 4)),
+    ):
+        out.append(case("CONCATENATION", [x, rt(*b)], shape, axis=axis))
+        out.append(case("CONCATENATION", [x, cst(*b)], shape, axis=axis))
+    for s in ((1, 10), (2, 10), (1, 8, 8, 4), (1, 4, 10)):
+        out.append(case("SOFTMAX", [rt(*s)], s, beta=1.0))
+    out.append(case("MEAN", [x, cst(2, dtype="INT32", value=[1, 2])], (1, 1, 1, 4), keep_dims=True))
+    out.append(case("MEAN", [x, cst(2, dtype="INT32", value=[1, 2])], (1, 4), keep_dims=False))
+    out.append(case("MEAN", [x, cst(1, dtype="INT32", value=[3])], (1, 8, 8, 1), keep_dims=True))
+    pads = [[0, 0], [1, 1], [1, 1], [0, 0]]
+    out.append(case("PAD", [x, cst(4, 2, dtype="INT32", value=pads)], (1, 10, 10, 4)))
+    out.append(case("PAD", [x, rt(4, 2, dtype="INT32")], (1, 10, 10, 4), note="runtime-pads"))
+    out.append(
+        case(
+            "SLICE",
+            [x, cst(4, dtype="INT32", value=[0, 1, 1, 0]), cst(4, dtype="INT32", value=[1, 4, 4, 4])],
+            (1, 4, 4, 4),
+        )
+    )
+    out.append(
+        case(
+            "STRIDED_SLICE",
+            [
+                x,
+                cst(4, dtype="INT32", value=[0, 0, 0, 0]),
+                cst(4, dtype="INT32", value=[1, 8, 8, 4]),
+                cst(4, dtype="INT32", value=[1, 2, 2, 1]),
+            ],
+            (1, 4, 4, 4),
+        )
+    )
+    for axis, idx, shape in ((0, [0], (1, 8, 8, 4)), (1, [0, 2, 4], (1, 3, 8, 4)), (3, [0, 1], (1, 8, 8, 2))):
+        out.append(case("GATHER", [x, cst(len(idx), dtype="INT32", value=idx)], shape, axis=axis))
+    out.append(case("GATHER", [rt(10, 4), cst(3, dtype="INT32", value=[1, 2, 3])], (3, 4), axis=0))
+    out.append(case("BATCH_MATMUL", [rt(1, 8, 16), rt(1, 16, 8)], (1, 8, 8)))
+    out.append(case("BATCH_MATMUL", [rt(1, 8, 16), cst(1, 16, 8)], (1, 8, 8)))
+    out.append(case("BATCH_MATMUL", [rt(2, 8, 16), rt(2, 16, 8)], (2, 8, 8)))
+    for src, dst in (("FLOAT32", "INT32"), ("INT32", "FLOAT32"), ("BOOL", "FLOAT32"), ("FLOAT32", "BOOL")):
+        out.append(case("CAST", [rt(1, 8, 8, 4, dtype=src)], (1, 8, 8, 4), dst, in_data_type=src, out_data_type=dst))
+    out.append(case("CUMSUM", [rt(1, 8, 8, 4), cst(dtype="INT32", value=2)], (1, 8, 8, 4)))
+    out.append(case("CUMSUM", [rt(1, 8, 4), cst(dtype="INT32", value=1)], (1, 8, 4)))
+    out.append(case("SPLIT", [cst(dtype="INT32", value=3), x], [((1, 8, 8, 2), "FLOAT32")] * 2, num_splits=2))
+    out.append(case("PACK", [rt(1, 8, 4), rt(1, 8, 4)], (1, 2, 8, 4), values_count=2, axis=1))
+    out.append(case("TILE", [x, cst(4, dtype="INT32", value=[1, 2, 1, 1])], (1, 16, 8, 4)))
+    out.append(case("RESIZE_BILINEAR", [x, cst(2, dtype="INT32", value=[16, 16])], (1, 16, 16, 4)))
+    out.append(case("RESIZE_NEAREST_NEIGHBOR", [x, cst(2, dtype="INT32", value=[16, 16])], (1, 16, 16, 4)))
+    out.append(case("SPACE_TO_DEPTH", [x], (1, 4, 4, 16), block_size=2))
+    out.append(case("DEPTH_TO_SPACE", [x], (1, 16, 16, 1), block_size=2))
+    out.append(case("LEAKY_RELU", [x], (1, 8, 8, 4), alpha=0.1))
+    out.append(case("PRELU", [x, cst(1, 1, 4)], (1, 8, 8, 4)))
+    out.append(case("PRELU", [x, rt(1, 1, 4)], (1, 8, 8, 4)))
+    out.append(case("REDUCE_MAX", [x, cst(1, dtype="INT32", value=[3])], (1, 8, 8, 1), keep_dims=True))
+    out.append(case("SUM", [x, cst(1, dtype="INT32", value=[3])], (1, 8, 8, 1), keep_dims=True))
+    out.append(case("ARG_MAX", [x, cst(1, dtype="INT32", value=[3])], (1, 8, 8), "INT32", output_type="INT32"))
+    out.append(case("SELECT_V2", [rt(1, 8, 8, 4, dtype="BOOL"), x, rt(1, 8, 8, 4)], (1, 8, 8, 4)))
+    out.append(case("LESS", [x, rt(1, 8, 8, 4)], (1, 8, 8, 4), "BOOL"))
+    return out

@@ -1,0 +1,285 @@
+"""Differential tests: `gpulint check` against the real GPU delegate (tests/oracle).
+
+Every corpus model, every row of tests/data/placements.yaml (built into a one-op model as
+tests/test_placements.py builds it) and a generated grid of one-op models (tests/oracle/grid.py)
+go through the oracle, Google's GL delegate from the mediapipe==1.2.2 wheel, and through
+`check_file` with the settings the oracle runs with: quantized ops off, MediaPipe's custom GPU
+ops registered, the OpenGL backend. They must agree on the delegated node set (primary
+subgraph), the partition count, the init outcome and the reason category. A disagreement is fixed
+in the rules from the delegate's source, never allow-listed here. Models the oracle cannot decide
+(the delegate's process died on it, or the interpreter would not build the model) skip, saying
+so. The oracle's answers are cached by content (.oracle-cache/), so a warm run is quick.
+
+Reproduce the README's Fidelity table: `.venv/bin/pytest tests/test_oracle_fidelity.py -q -rs`
+and `.venv/bin/python tests/test_oracle_fidelity.py` (the table itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CORPUS_FILES, corpus_params
+from oracle import OracleResult
+from oracle.grid import cases
+from test_placements import ROWS, build, row_id
+
+from gpulint.check import Settings, check_file
+from gpulint.model import write
+
+# The oracle's settings: the GL delegate's defaults (quantized ops off), MediaPipe's build (its
+# custom GPU ops registered), and the OpenGL backend (the only one it has).
+SETTINGS = Settings(quantized=False, target="mediapipe", backend="opengl")
+OUTSIDE = "outside the delegated partition"  # gpulint's reason for a supported op left on the CPU
+UNDECIDED = ("crash", "error")
+
+
+@dataclass
+class Prediction:
+    outcome: str  # ok | init-failure | refused
+    delegated: set[int]
+    partitions: int  # TFLite's node subsets for the delegated set; 0 when nothing is delegated
+    reasons: set[tuple[str, str]] = field(default_factory=set)  # (op, reason category) of rejected ops
+    reason: str = ""  # the verdict's reason
+    verdict: str = ""
+    ops: dict[int, str] = field(default_factory=dict)  # primary subgraph: index -> op, for messages
+
+
+def predict(path: str | Path) -> Prediction:
+    """The one adapter between `gpulint check` and the oracle's terms."""
+    r = check_file(str(path), SETTINGS)
+    assert r.error is None, r.error
+    outcome = {"refused": "refused", "init-failure": "init-failure"}.get(r.verdict or "", "ok")
+    plan = r.plans[0]
+    delegated = set() if outcome == "refused" else set(plan.delegated)
+    reasons = set()
+    for p in r.ops:
+        if p.subgraph == 0 and p.placement == "cpu" and not p.folded:
+            why = [x for x in p.reasons if OUTSIDE not in x]
+            if why:
+                reasons.add((p.op, category(p.op, why[0])))
+    partitions = len(plan.partitions) if delegated else 0
+    ops = {p.index: p.op for p in r.ops if p.subgraph == 0}
+    return Prediction(outcome, delegated, partitions, reasons, r.reason or "", r.verdict or "", ops)
+
+
+def category(op: str, text: str) -> str:
+    """The kind of reason the delegate gave (or gpulint quotes) for not taking an op."""
+    text = text.strip()
+    if text == "Operation is not supported." or text == op or text.startswith(f"{op} "):
+        return "no-parser"  # no parser, or an unknown custom op (named by its own name)
+    if "OP is supported, but tensor type/shape isn't compatible" in text:
+        return "tensor-type"
+    if text.startswith("Max version supported"):
+        return "version"
+    if not text:
+        return "unnamed"
+    return "check"  # a per-op check of gpu_compatibility.cc / model_builder.cc, in its own words
+
+
+def oracle_reasons(res: OracleResult) -> set[tuple[str, str]]:
+    out = set()
+    for line in res.unsupported.get("0", []):
+        op, _, text = line.partition(":")
+        out.add((op.strip(), category(op.strip(), text)))
+    return out
+
+
+def init_error(res: OracleResult) -> str:
+    return next((e for e in res.errors if "TfLiteGpuDelegate" in e), res.errors[0] if res.errors else "")
+
+
+def init_reason_agrees(res: OracleResult, pred: Prediction) -> bool:
+    """gpulint's init-failure reason names what the backend failed on."""
+    err = init_error(res)
+    if (m := re.search(r"No shader implementation for (\w+)", err)) is not None:
+        return m[1].replace("_", "").lower() in pred.reason.replace("_", "").lower()
+    if "Batch size mismatch" in err:
+        return "batch" in pred.reason.lower()
+    return True  # other words: the outcome and the node set carry the comparison
+
+
+def disagreements(res: OracleResult, pred: Prediction) -> list[str]:
+    out = []
+    if res.outcome != pred.outcome:
+        out.append(
+            f"init outcome: oracle {res.outcome}, gpulint {pred.outcome} (verdict {pred.verdict}: {pred.reason})"
+        )
+    want = res.primary()
+    if want != pred.delegated:
+
+        def named(nodes: set[int]) -> str:
+            shown = [f"{n}:{pred.ops.get(n, '?')}" for n in sorted(nodes)[:30]]
+            return "[" + ", ".join(shown) + (", ..." if len(nodes) > 30 else "") + "]"
+
+        out.append(
+            f"delegated nodes: oracle {len(want)}, gpulint {len(pred.delegated)}; only the oracle "
+            f"{named(want - pred.delegated)}, only gpulint {named(pred.delegated - want)}"
+        )
+    partitions = res.partitions.get("0", 0)
+    if partitions != pred.partitions:
+        out.append(f"partitions: oracle {partitions}, gpulint {pred.partitions}")
+    if res.outcome != "refused":
+        got = oracle_reasons(res)
+        if got != pred.reasons:
+            out.append(
+                f"reasons: only the oracle {sorted(got - pred.reasons)}, only gpulint {sorted(pred.reasons - got)}"
+            )
+    if res.outcome == "init-failure" == pred.outcome and not init_reason_agrees(res, pred):
+        out.append(f"init reason: oracle {init_error(res)[:200]!r}, gpulint {pred.reason!r}")
+    return out
+
+
+def compare(name: str, path: str | Path, res: OracleResult) -> None:
+    if res.outcome in UNDECIDED:
+        pytest.skip(f"the oracle cannot decide {name}: {res.outcome}: {'; '.join(res.errors)[:300]}")
+    pred = predict(path)
+    problems = disagreements(res, pred)
+    assert not problems, (
+        f"{name}: the oracle and gpulint check disagree\n  "
+        + "\n  ".join(problems)
+        + (f"\nthe delegate's words:\n{res.words}")
+    )
+
+
+# -- (a) the corpus ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus_answers(gl_oracle: Any) -> dict[str, OracleResult]:
+    return gl_oracle(CORPUS_FILES)
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_model(path: Path, corpus_answers: dict[str, OracleResult]) -> None:
+    compare(path.name, path, corpus_answers[str(path)])
+
+
+# -- (b) the placements table, one-op models --------------------------------------------------
+
+
+def built(folder: Path, name: str, model: Any) -> Path:
+    path = folder / f"{name}.tflite"
+    write(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def row_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("placements")
+    out: dict[str, Path] = {}
+    for i, row in enumerate(ROWS):
+        try:
+            out[f"{i}"] = built(folder, f"row{i}", build(row))
+        except Exception as e:  # the table's own test says why; here it is not a model
+            out[f"{i}"] = Path(f"unbuildable: {e}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def row_answers(gl_oracle: Any, row_models: dict[str, Path]) -> dict[str, OracleResult]:
+    return gl_oracle(sorted({p for p in row_models.values() if p.exists()}))
+
+
+@pytest.mark.parametrize("i", range(len(ROWS)), ids=[f"{i}-{row_id(r)}" for i, r in enumerate(ROWS)])
+def test_placements_row(i: int, row_models: dict[str, Path], row_answers: dict[str, OracleResult]) -> None:
+    path = row_models[str(i)]
+    if not path.exists():
+        pytest.skip(f"row {i} does not build into a model ({path})")
+    compare(f"placements.yaml row {i} ({row_id(ROWS[i])})", path, row_answers[str(path)])
+
+
+# -- (c) the generated grid -------------------------------------------------------------------
+
+GRID = cases()
+
+
+@pytest.fixture(scope="module")
+def grid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("grid")
+    return {c.id: built(folder, hashlib.sha1(c.id.encode()).hexdigest()[:16], c.build()) for c in GRID}
+
+
+@pytest.fixture(scope="module")
+def grid_answers(gl_oracle: Any, grid_models: dict[str, Path]) -> dict[str, OracleResult]:
+    return gl_oracle(list(grid_models.values()))
+
+
+@pytest.mark.parametrize("cid", [c.id for c in GRID])
+def test_grid_model(cid: str, grid_models: dict[str, Path], grid_answers: dict[str, OracleResult]) -> None:
+    path = grid_models[cid]
+    compare(f"grid {cid}", path, grid_answers[str(path)])
+
+
+# -- the README's table -----------------------------------------------------------------------
+
+
+def table() -> str:  # pragma: no cover - a report, run by hand (see the module docstring)
+    """Agreement per corpus model and for the grids, as the README's Fidelity section shows it."""
+    import tempfile
+
+    import oracle
+
+    why = oracle.unavailable()
+    if why:
+        raise SystemExit(why)
+
+    def row(res: OracleResult, path: str | Path) -> tuple[str, str, str, str]:
+        if res.outcome in UNDECIDED:
+            return ("undecided",) * 3 + (res.outcome,)  # type: ignore[return-value]
+        pred = predict(path)
+        mark = {True: "yes", False: "**no**"}
+        return (
+            mark[res.primary() == pred.delegated],
+            mark[res.partitions.get("0", 0) == pred.partitions],
+            mark[res.outcome == pred.outcome],
+            f"{res.outcome} / {pred.outcome}",
+        )
+
+    lines = [
+        "| model | delegated node set | partitions | init outcome | oracle / gpulint outcome |",
+        "|---|---|---|---|---|",
+    ]
+    answers = oracle.gl_oracle(CORPUS_FILES)
+    for p in CORPUS_FILES:
+        lines.append(f"| {p.parent.name}/{p.stem} | " + " | ".join(row(answers[str(p)], p)) + " |")
+    with tempfile.TemporaryDirectory() as tmp:
+        groups = {
+            "placements.yaml rows": {
+                str(i): built(Path(tmp), f"row{i}", build(r)) for i, r in enumerate(ROWS) if _builds(r)
+            },
+            "generated grid": {
+                c.id: built(Path(tmp), hashlib.sha1(c.id.encode()).hexdigest()[:16], c.build()) for c in GRID
+            },
+        }
+        for label, models in groups.items():
+            got = oracle.gl_oracle(list(models.values()))
+            rows = [row(got[str(p)], p) for p in models.values()]
+            decided = [r for r in rows if r[0] != "undecided"]
+            n = len(decided)
+
+            def share(k: int, rows: list[tuple[str, str, str, str]] = decided, n: int = n) -> str:
+                agree = sum(r[k] == "yes" for r in rows)
+                return f"{agree}/{n} ({100 * agree / max(n, 1):.0f}%)"
+
+            lines.append(
+                f"| {label} ({len(models)} one-op models, {len(models) - n} undecided) | "
+                f"{share(0)} | {share(1)} | {share(2)} | |"
+            )
+    return "\n".join(lines)
+
+
+def _builds(row: dict[str, Any]) -> bool:
+    try:
+        build(row)
+    except Exception:
+        return False
+    return True
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(table())
