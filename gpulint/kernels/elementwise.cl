@@ -2,10 +2,10 @@
 // slice: one item per slice cost PoCL more in per-item overhead than the arithmetic itself.
 STEP_INLINE float4 unary4(float4 x, int op, float p) {
   switch (op) {
-    case 0: return fmax(x, 0.0f);                         // RELU
-    case 1: return clamp(x, 0.0f, 6.0f);                  // RELU6
-    case 2: return clamp(x, -1.0f, 1.0f);                 // RELU_N1_TO_1
-    case 3: return clamp(x, 0.0f, 1.0f);                  // RELU_0_TO_1
+    case 0: return KEEP_NAN(fmax(x, 0.0f), x);            // RELU
+    case 1: return KEEP_NAN(clamp(x, 0.0f, 6.0f), x);     // RELU6
+    case 2: return KEEP_NAN(clamp(x, -1.0f, 1.0f), x);    // RELU_N1_TO_1
+    case 3: return KEEP_NAN(clamp(x, 0.0f, 1.0f), x);     // RELU_0_TO_1
     case 4: return 1.0f / (1.0f + exp(-x));               // LOGISTIC
     case 5: return tanh(x);                               // TANH
     case 6: return exp(x);                                // EXP
@@ -38,8 +38,8 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
     case 1: return a - b;
     case 2: return a * b;
     case 3: return a / b;
-    case 4: return fmax(a, b);
-    case 5: return fmin(a, b);
+    case 4: return MAX_NAN(a, b);
+    case 5: return MIN_NAN(a, b);
     case 6: return (a - b) * (a - b);                     // SQUARED_DIFFERENCE
     case 7: return pow(a, b);
     case 8: return floor(a / b);                          // FLOOR_DIV

@@ -15,7 +15,7 @@ __kernel void pool2d(__global const FLT* src, __global FLT* dst, int4 sd, int4 d
         int ix = x * stride.x - pad.x + kx;
         if (ix < 0 || ix >= sd.z) continue;
         float4 v = LOAD4(slice_index(sd, b, iy, ix, s), src);
-        acc = is_max ? fmax(acc, v) : acc + v;
+        acc = is_max ? MAX_NAN(acc, v) : acc + v;
         count++;
       }
     }
@@ -41,7 +41,7 @@ __kernel void reduce(__global const FLT* src, __global FLT* dst, int4 sd, int sc
         for (int iw = 0; iw < nw; iw++)
           for (int ic = 0; ic < nc; ic++) {
             float v = read1(src, sd, axes.x ? ib : b, axes.y ? ih : y, axes.z ? iw : x, axes.w ? ic : c);
-            acc = op == 2 ? fmax(acc, v) : (op == 3 ? fmin(acc, v) : (op == 4 ? acc * v : acc + v));
+            acc = op == 2 ? MAX_NAN(acc, v) : (op == 3 ? MIN_NAN(acc, v) : (op == 4 ? acc * v : acc + v));
           }
     r[l] = op == 0 ? acc / (float)(nb * nh * nw * nc) : acc;
   }
@@ -53,7 +53,7 @@ __kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c,
   int x = get_global_id(0), y = get_global_id(1), b = get_global_id(2);
   if (x >= d.z || y >= d.y || b >= d.x) return;
   float m = -INFINITY;
-  for (int i = 0; i < c; i++) m = fmax(m, read1(src, d, b, y, x, i));
+  for (int i = 0; i < c; i++) m = MAX_NAN(m, read1(src, d, b, y, x, i));
   float sum = 0.0f;
   for (int i = 0; i < c; i++) sum += exp((read1(src, d, b, y, x, i) - m) * beta);
   for (int s = 0; s < d.w; s++) {
