@@ -497,35 +497,61 @@ def _verify_text(result: Any) -> str:
     ]
     for p in result.partitions:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
+    if result.noise_probe:
+        lines.append(f"  CPU noise: {result.noise_probe}")
     for o in result.outputs:
-        m = o.metrics
-        status = "PASS" if o.passed else "FAIL"
-        detail = (
-            f"max abs {m['max_abs_error']:.3g} (tolerance {o.tolerance.atol:.3g}"
-            f"{f' + {o.tolerance.rtol:g} x |ref|' if o.tolerance.rtol else ''}), mean abs {m['mean_abs_error']:.3g}, "
-            f"max rel {m['max_rel_error']:.3g}, cosine {m['cosine_similarity']:.6f}"
-            if m
-            else ""
-        )
-        if "top1_agreement" in m:
-            detail += f", top-1 {m['top1_agreement']:.0%}, top-5 {m['top5_agreement']:.0%}"
-        lines.append(f"  {status} {clean(o.name, 200)} {o.dtype}{o.shape}: {detail}")
-        if o.reason:
-            lines.append(f"       {o.reason}")
+        lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
+        for kind, v in o.comparisons().items():
+            lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}: {_verdict_text(v)}")
+            if v.reason:
+                lines.append(f"             {clean(v.reason, 500)}")
+        f = o.first_nonfinite
+        if f is not None:
+            where = f"op {f['op_index']} {f['op']} -> {clean(f['tensor'], 200)}" if f.get("op") else f["note"]
+            if f.get("constant"):
+                where += f", reading constant {clean(f['constant'], 200)}, which holds NaN/Inf"
+            if f.get("found_on"):
+                where += f" (seen on the {f['found_on']})"
+            lines.append(f"    first NaN/Inf ({f['side']}): {where}")
     if result.attribution:
         lines.append(f"  attribution: {result.attribution}")
     if result.bisect is not None:
         b = result.bisect
         if b.get("op"):
             lines.append(
-                f"  first divergence: op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
-                f"(max abs {b['max_abs_error']:.3g}, tolerance {b['tolerance']:.3g}; {b['compared']} tensors compared)"
+                f"  first divergence ({b['comparison']}): op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
+                f"({clean(b['reason'], 300)}; {b['compared']} tensors compared)"
             )
         else:
-            lines.append(f"  bisect: {b['note']} ({b['compared']} tensors compared)")
+            lines.append(f"  bisect ({b['comparison']}): {b['note']} ({b['compared']} tensors compared)")
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items())
     lines.append(f"  time: {secs}")
     return "\n".join(lines)
+
+
+def _verdict_text(v: Any) -> str:
+    """One comparison's numbers: the tolerance, why it is that, and the statistic that decided."""
+    m, t = v.metrics, v.tolerance
+    if not m:
+        return ""
+    rule = (
+        f"atol {t.atol:.3g} + rtol {t.rtol:.3g} x |ref| per element"
+        if t.statistic == "max"
+        else f"mean error <= {t.atol:.3g}"
+    )
+    if m["max_abs_error"] is None:
+        return f"no value is a number on both sides; tolerance {rule} ({t.source})"
+    text = (
+        f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, max rel {m['max_rel_error']:.3g}, "
+        f"cosine {m['cosine_similarity']:.6f}"
+    )
+    if "worst" in m and t.statistic == "max":
+        text += f", worst {m['worst']['error_over_tolerance']:.3g} x its tolerance"
+    if m["nonfinite_mismatch"]:
+        text += f" (over the {m['compared']} values that are numbers on both sides)"
+    if "top1_agreement" in m:
+        text += f", top-1 {m['top1_agreement']:.0%}, top-5 {m['top5_agreement']:.0%}"
+    return f"{text}; tolerance {rule} ({t.source})"
 
 
 @app.command("bench")

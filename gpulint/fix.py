@@ -6,13 +6,14 @@ the first snapshot whose outputs leave the tolerance (or that the interpreter re
 a pass that is then disabled for this model, with the reason, and the pipeline starts over
 without it. What is written is the last snapshot that matched.
 
-Tolerances. A safe pass must keep every output within fp32 rounding: max |a - b| <=
-1e-5 * max(1, max |reference|), i.e. a few ulps of the output's scale summed over the
-reorderings a rewrite may cause (folded constants, zero padding, a dilated conv instead of
-three ops). An unsafe precision pass (quantized-to-float) cannot match the quantized model
-that closely: the float model has none of its rounding and saturation (on odd_channels_56 the
-float model is 0.6 steps from the float twin the int8 model was made from, the int8 model 17).
-It is held to a mean error of at most QUANT_STEPS quantization steps per quantized output,
+Tolerances come from `gpulint.compare`, the comparator `verify` uses too. A safe pass is held
+to compare.REWRITE_PROOF: every element within fp32 rounding of the reorderings a rewrite may
+cause (folded constants, zero padding, a dilated conv instead of three ops), scaled by how far
+XNNPACK and the builtin kernels disagree on the original (measured in the same child process).
+An unsafe precision pass (quantized-to-float) cannot match the quantized model that closely:
+the float model has none of its rounding and saturation (on odd_channels_56 the float model is
+0.6 steps from the float twin the int8 model was made from, the int8 model 17). It is held to
+compare.PRECISION_REWRITE, a mean error of at most 16 quantization steps per quantized output,
 which a wrong scale or a lost bias exceeds by far, and its max error is reported.
 """
 
@@ -26,15 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpulint import reference
+from gpulint import compare, reference
 from gpulint.model.ir import Model
 from gpulint.model.write import write
 from gpulint.passes import Pass, PassOptions, registry
 
-FP32_TOLERANCE = 1e-5
-# Mean error allowed for quantized-to-float, in output quantization steps. Measured on the
-# corpus int8 models: 0.0 (mobilenet), 9.4 (pixel_shuffle), 11.3 (odd_channels).
-QUANT_STEPS = 16
 MAX_ROUNDS = 10
 # What a pass may raise on a model it was not written for (a corrupt or unusual file).
 PASS_FAILURES = (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError)
@@ -145,63 +142,23 @@ def unsafe_candidates(model: Model) -> list[str]:
     return names
 
 
-def adapt_inputs(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.ndarray]:
-    """Inputs for a model whose inputs grew channels (rgba-input): the extra lanes are noise.
-    Returns `inputs` itself when nothing grew."""
-    rng = np.random.default_rng(seed + 1000)
-    sg = model.subgraphs[0]
-    out = []
-    for x, t in zip(inputs, sg.inputs, strict=True):
-        want = sg.tensors[t].shape
-        if len(want) == x.ndim and want[-1] > x.shape[-1]:
-            extra = rng.uniform(-1, 1, (*x.shape[:-1], want[-1] - x.shape[-1])).astype(x.dtype)
-            x = np.concatenate([x, extra], axis=-1)
-        out.append(x)
-    return inputs if all(a is b for a, b in zip(out, inputs, strict=True)) else out
-
-
-def _steps(model: Model) -> list[float | None]:
-    """Per output, the size of one quantization step, if the output is quantized."""
-    sg = model.subgraphs[0]
-    producer = {t: op for op in sg.operators for t in op.outputs}
-    steps: list[float | None] = []
-    for t in sg.outputs:
-        tensor = sg.tensors[t]
-        if tensor.type in ("INT8", "UINT8", "INT16"):
-            steps.append(1.0)
-            continue
-        op = producer.get(t)
-        src = sg.tensors[op.inputs[0]] if op is not None and model.op_name(op) == "DEQUANTIZE" else None
-        q = src.quantization if src is not None else None
-        steps.append(q.scale[0] if q is not None and q.scale else None)
-    return steps
-
-
 def _max_error(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0))
 
 
-def _mismatch(ref: list[np.ndarray], got: list[np.ndarray], steps: list[float | None], precise: bool) -> str | None:
-    if len(ref) != len(got):
-        return f"{len(got)} outputs instead of {len(ref)}"
-    for i, (a, b) in enumerate(zip(ref, got, strict=True)):
+def _mismatch(model: Model, ref: reference.Noisy, got: list[np.ndarray], precise: bool) -> str | None:
+    """Why `got` is not the original's outputs `ref` under the rewrite policy, or None."""
+    if len(ref.outputs) != len(got):
+        return f"{len(got)} outputs instead of {len(ref.outputs)}"
+    policy = compare.REWRITE_PROOF if precise else compare.PRECISION_REWRITE
+    for i, (a, b) in enumerate(zip(ref.outputs, got, strict=True)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"output {i} is {b.dtype}{list(b.shape)}, was {a.dtype}{list(a.shape)}"
-        if not np.all(np.isfinite(b.astype(np.float64)) == np.isfinite(a.astype(np.float64))):
-            return f"output {i} has NaN or Inf where the original has none"
-        err = _max_error(a, b)
-        scale = float(np.max(np.abs(a.astype(np.float64)), initial=0.0))
-        step = steps[i]
-        if precise or step is None:
-            limit = FP32_TOLERANCE * max(1.0, scale)
-            if err > limit:
-                return f"output {i} differs by {err:.3g} (fp32 tolerance {limit:.3g})"
-        else:
-            mean = float(np.mean(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-            if mean > QUANT_STEPS * step:
-                return (
-                    f"output {i} differs by {mean / step:.1f} quantization steps on average (tolerance {QUANT_STEPS})"
-                )
+        step = None if precise else compare.quant_step(model, i)
+        noise = compare.noise([a], [ref.second[i]])
+        verdict = compare.judge(f"output {i}", [a], [b], policy, "fp32", noise, step, sides=("original", "rewrite"))
+        if not verdict.passed:
+            return f"output {i}: {verdict.reason} ({verdict.tolerance.source})"
     return None
 
 
@@ -215,7 +172,6 @@ def fix_model(
         inputs = reference.random_inputs(original, seed) if verify else []
     except reference.ReferenceError as e:
         raise FixError(f"cannot prove the passes: {e}") from None
-    steps = _steps(original)
     while True:
         applied, skipped, snapshots, crashed = _run(original, [p for p in passes if p.name not in disabled], options)
         report.applied, report.skipped = applied, skipped
@@ -223,19 +179,18 @@ def fix_model(
         disabled.update(line.split(":", 1)[0] for line in crashed)
         if not verify or not snapshots:
             break
-        reference_outputs, *candidates = _run_all(path, inputs, snapshots, seed)
-        assert not isinstance(reference_outputs, str)
+        reference_outputs, candidates = _run_all(path, inputs, snapshots, seed)
         failed, precise = None, True
         for done, got in zip(applied, candidates, strict=True):
             precise = precise and next(p for p in passes if p.name == done.name).safe
-            why = got if isinstance(got, str) else _mismatch(reference_outputs, got, steps, precise)
+            why = got if isinstance(got, str) else _mismatch(original, reference_outputs, got, precise)
             if why is not None:
                 failed = (done.name, why)
                 break
         if failed is None:
             last = candidates[-1]
             assert not isinstance(last, str)
-            report.max_error = [_max_error(a, b) for a, b in zip(reference_outputs, last, strict=True)]
+            report.max_error = [_max_error(a, b) for a, b in zip(reference_outputs.outputs, last, strict=True)]
             break
         disabled.add(failed[0])
         report.rejected.append(f"{failed[0]}: not applied: {failed[1]}")
@@ -246,15 +201,22 @@ def fix_model(
     return final, report
 
 
-def _run_all(path: Path, inputs: list[np.ndarray], snapshots: list[Model], seed: int) -> list[list[np.ndarray] | str]:
-    """Outputs of the original and of every snapshot, all on the original's inputs (grown where a
-    snapshot's inputs grew). A snapshot the interpreter refuses gives the reason instead."""
+def _run_all(
+    path: Path, inputs: list[np.ndarray], snapshots: list[Model], seed: int
+) -> tuple[reference.Noisy, list[list[np.ndarray] | str]]:
+    """The original's outputs with its CPU noise, and every snapshot's outputs, all on the
+    original's inputs (grown where a snapshot's inputs grew). A snapshot the interpreter refuses
+    gives the reason instead."""
+    try:
+        original = reference.run_with_noise([path], inputs)[0]
+    except reference.ReferenceError as e:
+        raise FixError(f"the LiteRT interpreter cannot run the original model: {e}") from None
     with tempfile.TemporaryDirectory(prefix="gpulint-fix-") as tmp:
-        paths: list[str | Path] = [path]
+        paths: list[str | Path] = []
         for i, snap in enumerate(snapshots):
             paths.append(Path(tmp, f"step{i}.tflite"))
             write(snap, paths[-1])
-        feeds = [inputs] + [adapt_inputs(inputs, s, seed) for s in snapshots]
+        feeds = [reference.adapt_inputs(inputs, s, seed) for s in snapshots]
         results: list[list[np.ndarray] | str] = []
         try:
             if all(f is inputs for f in feeds):
@@ -262,11 +224,9 @@ def _run_all(path: Path, inputs: list[np.ndarray], snapshots: list[Model], seed:
         except reference.ReferenceError:
             results = []
         if not results:  # one at a time: some need other inputs, or one is refused
-            for i, (p, feed) in enumerate(zip(paths, feeds, strict=True)):
+            for p, feed in zip(paths, feeds, strict=True):
                 try:
                     results.append(reference.run(p, feed))
                 except reference.ReferenceError as e:
-                    if i == 0:
-                        raise FixError(f"the LiteRT interpreter cannot run the original model: {e}") from None
                     results.append(f"the LiteRT interpreter refuses the rewritten model: {e}")
-        return results
+        return original, results

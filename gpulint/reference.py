@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,21 @@ def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") ->
     return out
 
 
+def adapt_inputs(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.ndarray]:
+    """Inputs for a model whose inputs grew channels (rgba-input): the extra lanes are noise.
+    Returns `inputs` itself when nothing grew."""
+    rng = np.random.default_rng(seed + 1000)
+    sg = model.subgraphs[0]
+    out = []
+    for x, t in zip(inputs, sg.inputs, strict=True):
+        want = sg.tensors[t].shape
+        if len(want) == x.ndim and want[-1] > x.shape[-1]:
+            extra = rng.uniform(-1, 1, (*x.shape[:-1], want[-1] - x.shape[-1])).astype(x.dtype)
+            x = np.concatenate([x, extra], axis=-1)
+        out.append(x)
+    return inputs if all(a is b for a, b in zip(out, inputs, strict=True)) else out
+
+
 # The child gets at most this much address space: a model that claims huge tensors fails to
 # allocate there instead of taking the machine's memory (pose_detection runs in well under it).
 CHILD_MEMORY = 1 << 30
@@ -97,27 +113,65 @@ def run_models(
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
         dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
         _child_run(list(model_paths), dsts, inputs, timeout)
-        outputs = []
+        return [_outputs(dst) for dst in dsts]
+
+
+@dataclass
+class Noisy:
+    """A model's outputs on XNNPACK, and a second CPU opinion on the same inputs."""
+
+    outputs: list[np.ndarray]
+    second: list[np.ndarray]
+    probe: str  # how the second opinion was made
+
+
+def run_with_noise(
+    model_paths: Sequence[str | os.PathLike[str]], inputs: list[np.ndarray], timeout: float | None = None
+) -> list[Noisy]:
+    """Each model on XNNPACK (the interpreter's default) and on its builtin kernels, in one
+    child process. Where the builtin kernels refuse a model (a custom op only XNNPACK has, as
+    selfie_segmentation's Convolution2DTransposeBias), the second opinion is XNNPACK on the
+    inputs moved by one ulp each: a rounding-sized change at the input, amplified by the
+    network as its own rounding is."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        dsts = [Path(tmp, f"out{i}.npz") for i in range(len(model_paths))]
+        args: list[str | os.PathLike[str]] = []
+        for path in model_paths:
+            args += [NOISE, path]
+        _child_run(args, dsts, inputs, timeout)
+        out = []
         for dst in dsts:
-            with np.load(dst) as z:
-                outputs.append([z[f"arr_{i}"] for i in range(len(z.files))])
-        return outputs
+            second = dst.with_suffix(".second.npz")
+            with np.load(second) as z:
+                probe = str(z["probe"])
+            out.append(Noisy(_outputs(dst), _outputs(second), probe))
+        return out
+
+
+def _outputs(dst: Path) -> list[np.ndarray]:
+    with np.load(dst) as z:
+        return [z[f"arr_{i}"] for i in range(len([k for k in z.files if k.startswith("arr_")]))]
 
 
 ALL_TENSORS = "--all-tensors"  # marks the next model as one whose every tensor is saved
+NOISE = "--noise"  # marks the next model as one to run twice: XNNPACK, then a second opinion
+FLAGS = (ALL_TENSORS, NOISE)
 
 
 def _child_run(
     model_args: Sequence[str | os.PathLike[str]], dsts: list[Path], inputs: list[np.ndarray], timeout: float | None
 ) -> None:
-    model_paths = [m for m in model_args if m != ALL_TENSORS]
+    """`model_args`: model paths, each optionally preceded by flags (ALL_TENSORS, BUILTIN)."""
+    model_paths = [m for m in model_args if m not in FLAGS]
     limit = timeout if timeout is not None else time_limit(model_paths)
-    names = ", ".join(map(str, model_paths))
+    names = ", ".join(dict.fromkeys(map(str, model_paths)))
     with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
         src = Path(tmp, "in.npz")
         np.savez(src, *inputs)
-        args = [ALL_TENSORS] if model_args[0] == ALL_TENSORS else []
-        args += [a for pair in zip(map(str, model_paths), map(str, dsts), strict=True) for a in pair]
+        args: list[str] = []
+        out = iter(dsts)
+        for a in model_args:
+            args += [str(a)] if a in FLAGS else [str(a), str(next(out))]
         _spawn([str(src), *args], limit, names)
 
 
@@ -141,19 +195,49 @@ def _spawn(args: list[str], limit: float, names: str) -> None:
         raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
 
 
-def _child(src: str, pairs: list[str]) -> None:
-    from ai_edge_litert.interpreter import Interpreter
+def _child(src: str, args: list[str]) -> None:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    every = bool(pairs) and pairs[0] == ALL_TENSORS
-    pairs = pairs[1:] if every else pairs
     inputs = _load_inputs(src)
-    for model_path, dst in zip(pairs[::2], pairs[1::2], strict=True):
+    flags: set[str] = set()
+    rest = iter(args)
+    for a in rest:
+        if a in FLAGS:
+            flags.add(a)
+            continue
+        model_path, dst = a, next(rest)
+        every, noise = ALL_TENSORS in flags, NOISE in flags
+        flags = set()
         it = _fed(Interpreter(model_path=model_path, experimental_preserve_all_tensors=every), inputs)
         it.invoke()
         if every:
             np.savez(dst, **_all_tensors(it))  # type: ignore[arg-type]
-        else:
-            np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+            continue
+        np.savez(dst, *[it.get_tensor(d["index"]) for d in it.get_output_details()])
+        if not noise:
+            continue
+        second = str(Path(dst).with_suffix(".second.npz"))
+        try:
+            builtin = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+            it = _fed(Interpreter(model_path=model_path, experimental_op_resolver_type=builtin), inputs)
+            probe = "XNNPACK vs builtin kernels"
+        except (RuntimeError, ValueError) as e:
+            it = _fed(Interpreter(model_path=model_path), _nudged(inputs))
+            why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+            probe = f"XNNPACK vs XNNPACK on inputs one ulp away (builtin kernels refuse the model: {why})"
+        it.invoke()
+        np.savez(second, *[it.get_tensor(d["index"]) for d in it.get_output_details()], probe=np.array(probe))
+
+
+def _nudged(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Float inputs moved one ulp up or down (seeded), the rest as they are."""
+    rng = np.random.default_rng(0)
+    out = []
+    for x in inputs:
+        if x.dtype.kind == "f":
+            x = np.nextafter(x, np.where(rng.random(x.shape) < 0.5, -np.inf, np.inf).astype(x.dtype))
+        out.append(x)
+    return out
 
 
 def _load_inputs(src: str) -> list[np.ndarray]:

@@ -1,17 +1,16 @@
-"""`gpulint verify`: the candidate (the OpenCL executor, partitioned as the delegate would run
-it) against the reference (the LiteRT CPU interpreter on the original model), on the same inputs.
+"""`gpulint verify`: two comparisons on the same inputs, both always made and reported.
 
-Tolerances are absolute, scaled by each reference output's magnitude (its range, or its largest
-value for a constant output; for the output of LOGISTIC, SOFTMAX or TANH, the range the op can
-produce), because a model's outputs span from logits in the tens to probabilities near 0:
-- fp32: 1e-4 x scale. The executor's kernels match LiteRT per op within 1e-5 x scale; whole
-  models stay within 3e-5 x scale on the corpus (selfie_segmentation, the worst, 2.9e-5).
-- fp16: 1e-2 x scale, ten fp16 epsilons (9.8e-4 each): fp16 rounding compounds over depth;
-  never below one epsilon (FP16_FLOOR). The executor's fp16 mode stores tensors and weights in
-  half and computes in float (on any device: vload_half needs no cl_khr_fp16); a GPU that also
-  computes in half rounds more, which these numbers do not cover.
-- quantized (int) outputs: the delegate runs quantized models in float, LiteRT in integer
-  arithmetic, so they differ by rounding steps; the tolerance is in steps (QUANT_STEPS).
+- rewrite: the candidate on the LiteRT CPU interpreter against the original on it (did the
+  rewrite change the numbers?). With no --candidate the two are the same file and this one is
+  identical by construction.
+- executor: the candidate on the OpenCL executor (partitioned as the delegate would run it)
+  against the candidate on the CPU interpreter (does the GPU path compute the same?).
+
+Either can FAIL, so which one is to blame is a fact, not a guess. Both go through
+`gpulint.compare`, whose tolerances come from the CPU's own noise: every CPU run is made twice,
+on XNNPACK and on the interpreter's builtin kernels, and how far those two disagree per output
+scales the tolerance (see compare.py for the policies and the numbers behind them). A NaN or
+Inf on one side where the other has a number FAILs, naming the first op that produced it.
 """
 
 from __future__ import annotations
@@ -25,19 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from gpulint import reference
+from gpulint import compare, reference
+from gpulint.compare import Tolerance, Verdict
 from gpulint.executor import Device
-from gpulint.fix import adapt_inputs
 from gpulint.model.ir import NUMPY_DTYPES, Model
 from gpulint.partitioned import PartitionedRunner
 from gpulint.text import clean
 
-RELATIVE = {"fp32": 1e-4, "fp16": 1e-2}
-# The finest an fp16 result can be judged: one fp16 epsilon at magnitude 1. Intermediate values
-# of order 1 carry that rounding even into an output whose own range is tiny (a segmentation
-# mask that is almost all zero).
-FP16_FLOOR = 2.0**-10
-QUANT_STEPS = 3  # see README "verify": int8 outputs of the corpus differ by at most this many steps
+__all__ = ["Request", "Tolerance", "VerifyError", "VerifyResult", "verify"]
 
 
 class VerifyError(RuntimeError):
@@ -45,33 +39,45 @@ class VerifyError(RuntimeError):
 
 
 @dataclass
-class Tolerance:
-    atol: float
-    rtol: float = 0.0
-    source: str = "default"
-
-
-@dataclass
 class OutputResult:
+    """One output: the rewrite comparison and the executor comparison."""
+
     name: str
     shape: list[int]
     dtype: str
-    tolerance: Tolerance
-    metrics: dict[str, Any]
-    passed: bool
-    reason: str = ""
+    rewrite: Verdict
+    executor: Verdict
+    first_nonfinite: dict[str, Any] | None = None  # the op that first made a NaN/Inf
+
+    @property
+    def passed(self) -> bool:
+        return self.rewrite.passed and self.executor.passed
+
+    # The executor comparison is the one most readers look for: its numbers stand at the top.
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.executor.metrics
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.executor.tolerance
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(f"{k}: {v.reason}" for k, v in self.comparisons().items() if v.reason)
+
+    def comparisons(self) -> dict[str, Verdict]:
+        return {"rewrite": self.rewrite, "executor": self.executor}
 
     def to_json(self) -> dict[str, Any]:
+        ex = self.executor.to_json()
         return {
-            "name": self.name,
-            "shape": self.shape,
-            "dtype": self.dtype,
-            "atol": self.tolerance.atol,
-            "rtol": self.tolerance.rtol,
-            "tolerance_source": self.tolerance.source,
+            **ex,
             "status": "PASS" if self.passed else "FAIL",
             "reason": self.reason,
-            **self.metrics,
+            "rewrite": self.rewrite.to_json(),
+            "executor": ex,
+            "first_nonfinite": self.first_nonfinite,
         }
 
 
@@ -84,6 +90,7 @@ class VerifyResult:
     runs: int
     partitions: list[dict[str, Any]]
     outputs: list[OutputResult] = field(default_factory=list)
+    noise_probe: str = ""
     attribution: str = ""
     bisect: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -101,6 +108,7 @@ class VerifyResult:
             "precision": self.precision,
             "runs": self.runs,
             "partitions": self.partitions,
+            "noise_probe": self.noise_probe,
             "outputs": [o.to_json() for o in self.outputs],
             "attribution": self.attribution,
             "bisect": self.bisect,
@@ -167,110 +175,6 @@ def load_reference(path: Path) -> tuple[list[list[np.ndarray]], list[list[np.nda
     return [arrays(r, "input") for r in runs], [arrays(r, "output") for r in runs]
 
 
-# -- metrics -----------------------------------------------------------------------------------
-
-
-def quant_step(model: Model, position: int) -> float | None:
-    """The size of one quantization step of output `position`, when it is an int tensor."""
-    sg = model.subgraphs[0]
-    t = sg.tensors[sg.outputs[position]]
-    if t.type in ("INT8", "UINT8", "INT16") and t.quantization is not None and t.quantization.scale:
-        return float(t.quantization.scale[0])
-    return None
-
-
-# Outputs of these ops span a fixed range whatever the input; that range is their scale.
-BOUNDED_RANGE = {"LOGISTIC": 1.0, "SOFTMAX": 1.0, "TANH": 2.0}
-
-
-def bounded_range(model: Model, position: int) -> float | None:
-    """The width of the range output `position` can take, when the op producing it fixes one."""
-    sg = model.subgraphs[0]
-    t = sg.outputs[position]
-    op = next((op for op in sg.operators if t in op.outputs), None)
-    return None if op is None else BOUNDED_RANGE.get(model.op_name(op))
-
-
-def default_tolerance(ref: np.ndarray, precision: str, integer: bool, bounded: float | None = None) -> Tolerance:
-    """`bounded`: the output's fixed range (a probability's is 1). It sets the scale, because
-    on random inputs such an output can stay near one end (a segmentation mask that is almost
-    all zero), and its observed range would judge fp16 rounding far below what matters."""
-    if integer:
-        return Tolerance(float(QUANT_STEPS), 0.0, f"{QUANT_STEPS} quantization steps")
-    r = ref.astype(np.float64)
-    scale = float(np.ptp(r)) if r.size else 0.0
-    if scale == 0.0:
-        scale = float(np.max(np.abs(r), initial=0.0)) or 1.0
-    if bounded is not None:
-        scale = bounded
-    factor = RELATIVE[precision]
-    if precision == "fp16" and factor * scale < FP16_FLOOR:
-        return Tolerance(FP16_FLOOR, 0.0, f"one fp16 epsilon, {FP16_FLOOR:.3g} (output scale {scale:.4g} is small)")
-    return Tolerance(factor * scale, 0.0, f"{factor:g} x output scale {scale:.4g} ({precision})")
-
-
-def metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
-    a = ref.astype(np.float64).ravel()
-    b = got.astype(np.float64).ravel()
-    err = np.abs(a - b)
-    finite = np.isfinite(err)
-    nonzero = np.abs(a) > 0
-    rel = err[nonzero & finite] / np.abs(a[nonzero & finite])
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    out: dict[str, Any] = {
-        "max_abs_error": float(err[finite].max(initial=0.0)),
-        "mean_abs_error": float(err[finite].mean()) if finite.any() else 0.0,
-        "std_error": float((a - b)[finite].std()) if finite.any() else 0.0,
-        "max_rel_error": float(rel.max(initial=0.0)),
-        "cosine_similarity": float(a @ b / norm) if norm > 0 and finite.all() else (1.0 if not a.any() else 0.0),
-        "nonfinite_mismatch": int(np.sum(np.isfinite(a) != np.isfinite(b))),
-    }
-    out["required_atol"] = out["max_abs_error"]
-    zero_err = err[~nonzero & finite]
-    out["required_rtol"] = float("inf") if zero_err.any() else out["max_rel_error"]
-    if ref.ndim >= 1 and ref.shape[-1] >= 10 and ref.size // ref.shape[-1] <= 16:  # classifier-like
-        ra = ref.reshape(-1, ref.shape[-1]).astype(np.float64)
-        rb = got.reshape(-1, ref.shape[-1]).astype(np.float64)
-        top_ref = np.argsort(-ra, axis=1, kind="stable")
-        top_got = np.argsort(-rb, axis=1, kind="stable")
-        out["top1_agreement"] = float(np.mean(top_ref[:, 0] == top_got[:, 0]))
-        out["top5_agreement"] = float(
-            np.mean([len(set(x[:5]) & set(y[:5])) / 5 for x, y in zip(top_ref, top_got, strict=True)])
-        )
-    return out
-
-
-def judge(
-    name: str,
-    refs: list[np.ndarray],
-    gots: list[np.ndarray],
-    tol: Tolerance | None,
-    precision: str,
-    step: float | None,
-    bounded: float | None = None,
-) -> OutputResult:
-    ref, got = np.stack(refs), np.stack(gots)
-    shape, dtype = list(refs[0].shape), str(refs[0].dtype)
-    if ref.shape != got.shape:
-        zero = Tolerance(0.0)
-        return OutputResult(name, shape, dtype, tol or zero, {}, False, f"shape {list(gots[0].shape)}, not {shape}")
-    integer = ref.dtype.kind in "iu" and step is not None
-    tol = tol or default_tolerance(ref, precision, integer, bounded)
-    m = metrics(ref, got)
-    if integer:
-        m["max_abs_error_steps"] = m["max_abs_error"]
-    err = np.abs(ref.astype(np.float64) - got.astype(np.float64))
-    bound = tol.atol + tol.rtol * np.abs(ref.astype(np.float64))
-    if m["nonfinite_mismatch"]:
-        return OutputResult(
-            name, shape, dtype, tol, m, False, f"{m['nonfinite_mismatch']} NaN/Inf where the other has none"
-        )
-    over = int(np.sum(np.nan_to_num(err, nan=0.0) > bound))
-    if over:
-        return OutputResult(name, shape, dtype, tol, m, False, f"{over} of {err.size} values beyond tolerance")
-    return OutputResult(name, shape, dtype, tol, m, True)
-
-
 # -- the whole verification ----------------------------------------------------------------------
 
 
@@ -290,28 +194,46 @@ class Request:
     reference: Path | None = None
 
 
+@dataclass
+class _Cpu:
+    """Per run: a model's outputs on the CPU interpreter, and the second CPU opinion."""
+
+    outputs: list[list[np.ndarray]]
+    second: list[list[np.ndarray]] | None  # None: not measured (a saved reference)
+    probe: str = ""
+
+
+def _cpu_runs(path: Path, inputs: list[list[np.ndarray]]) -> _Cpu:
+    noisy = [reference.run_with_noise([path], x)[0] for x in inputs]
+    return _Cpu([n.outputs for n in noisy], [n.second for n in noisy], noisy[0].probe if noisy else "")
+
+
 def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
-    # Reference first: the original on the CPU interpreter (or a saved run of it).
+    same_model = req.candidate_path is None and req.reference is None
+    # The original on the CPU interpreter (or a saved run of it), then the candidate there.
     if req.reference is not None:
-        all_inputs, all_refs = load_reference(req.reference)
+        all_inputs, saved = load_reference(req.reference)
+        orig = _Cpu(saved, None)
     else:
         if req.inputs is not None:
             all_inputs = [load_inputs(req.inputs, original)]
         else:
             all_inputs = [reference.random_inputs(original, req.seed + r, req.distribution) for r in range(req.runs)]
-        all_refs = [reference.run(req.model_path, x) for x in all_inputs]
-    seconds["reference"] = time.perf_counter() - clock
+        orig = _cpu_runs(req.model_path, all_inputs)
     if req.save_reference is not None:
-        save_reference(req.save_reference, all_inputs, all_refs)
+        save_reference(req.save_reference, all_inputs, orig.outputs)
+    cand_inputs = [reference.adapt_inputs(x, candidate, req.seed + r) for r, x in enumerate(all_inputs)]
+    cand_path = req.candidate_path or req.model_path
+    cand = orig if same_model else _cpu_runs(cand_path, cand_inputs)
+    seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    runner = PartitionedRunner(candidate, device, req.precision, req.target, keep_intermediates=req.bisect)
+    runner = PartitionedRunner(candidate, device, req.precision, req.target)
     seconds["build"] = time.perf_counter() - clock
     try:
         clock = time.perf_counter()
-        cand_inputs = [adapt_inputs(x, candidate, req.seed + r) for r, x in enumerate(all_inputs)]
         all_gots = [runner.run(x) for x in cand_inputs]
         seconds["run"] = time.perf_counter() - clock
         parts = [
@@ -323,97 +245,244 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
             }
             for p in runner.parts
         ]
-        result = VerifyResult(
-            str(req.model_path),
-            str(req.candidate_path or req.model_path),
-            device.describe(),
-            req.precision,
-            len(all_inputs),
-            parts,
-        )
-        result.outputs = _judge_all(req, original, all_refs, all_gots)
-        if not result.passed:
-            result.attribution = _attribute(req, original, all_refs, cand_inputs)
-            if req.bisect:
-                result.bisect = _bisect(req, original, candidate, runner, all_inputs[0], cand_inputs[0])
     finally:
         runner.close()
+    result = VerifyResult(
+        str(req.model_path),
+        str(req.candidate_path or req.model_path),
+        device.describe(),
+        req.precision,
+        len(all_inputs),
+        parts,
+        noise_probe=cand.probe,
+    )
+    result.outputs = _judge_all(req, original, candidate, orig, cand, all_gots, same_model)
+    if not result.passed:
+        clock = time.perf_counter()
+        rewrite = any(not o.rewrite.passed for o in result.outputs)
+        executor = any(not o.executor.passed for o in result.outputs)
+        result.attribution = (
+            " and ".join([w for w, bad in (("rewrite", rewrite), ("executor", executor)) if bad])
+            + ": "
+            + "; ".join([t for t, bad in ((REWRITE_FAULT, rewrite), (EXECUTOR_FAULT, executor)) if bad])
+        )
+        _find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0])
+        if req.bisect:
+            result.bisect = _bisect(req, original, candidate, device, all_inputs[0], cand_inputs[0], rewrite)
+        seconds["diagnose"] = time.perf_counter() - clock
     result.seconds = {k: round(v, 3) for k, v in seconds.items()}
     return result
 
 
+REWRITE_FAULT = "the candidate differs from the original on the CPU interpreter"
+EXECUTOR_FAULT = "the executor differs from the candidate on the CPU interpreter"
+
+
+def _precision_dropped(original: Model, candidate: Model) -> bool:
+    """Whether the candidate has fewer quantized tensors than the original: a precision rewrite
+    (quantized -> float), which cannot keep the quantized model's rounding."""
+
+    def quantized(m: Model) -> int:
+        return sum(t.type in ("INT8", "UINT8", "INT16") for t in m.subgraphs[0].tensors)
+
+    return quantized(candidate) < quantized(original)
+
+
 def _judge_all(
-    req: Request, original: Model, all_refs: list[list[np.ndarray]], all_gots: list[list[np.ndarray]]
+    req: Request,
+    original: Model,
+    candidate: Model,
+    orig: _Cpu,
+    cand: _Cpu,
+    all_gots: list[list[np.ndarray]],
+    same_model: bool,
 ) -> list[OutputResult]:
     sg = original.subgraphs[0]
-    if any(len(g) != len(r) for g, r in zip(all_gots, all_refs, strict=True)):
-        raise VerifyError(f"the candidate has {len(all_gots[0])} outputs, the original {len(all_refs[0])}")
+    for outs, what in ((cand.outputs, "the candidate on the CPU"), (all_gots, "the candidate on the executor")):
+        if any(len(o) != len(sg.outputs) for o in outs):
+            raise VerifyError(f"{what} has {len(outs[0])} outputs, the original {len(sg.outputs)}")
+    dropped = _precision_dropped(original, candidate)
+    rewrite_policy = compare.PRECISION_REWRITE if dropped else compare.REWRITE_PROOF
     out = []
     for i, t in enumerate(sg.outputs):
         name = clean(sg.tensors[t].name, 200) or f"output {i}"  # model text: printable, bounded
-        tol = req.tolerances.get(name) or req.tolerances.get("*")
-        refs = [r[i] for r in all_refs]
+        user = req.tolerances.get(name) or req.tolerances.get("*")
+        refs = [r[i] for r in orig.outputs]
+        cpu = [c[i] for c in cand.outputs]
         gots = [np.asarray(g[i]) for g in all_gots]
-        out.append(judge(name, refs, gots, tol, req.precision, quant_step(original, i), bounded_range(original, i)))
+        cand_noise = compare.noise(cpu, [s[i] for s in cand.second]) if cand.second is not None else None
+        if same_model:
+            rewrite = compare.judge(name, refs, cpu, rewrite_policy, "fp32", 0.0, None, Tolerance(0.0))
+            rewrite.tolerance.source = "the candidate is the original: identical by construction"
+        else:
+            noises = [n for n in (cand_noise, _noise(orig, i)) if n is not None]
+            step = compare.quant_step(original, i) if dropped or refs[0].dtype.kind in "iu" else None
+            rewrite = compare.judge(
+                name, refs, cpu, rewrite_policy, "fp32", max(noises) if noises else None, step,
+                sides=("original on the CPU", "candidate on the CPU"),
+            )  # fmt: skip
+        step = compare.quant_step(candidate, i)
+        executor = compare.judge(
+            name, cpu, gots, compare.EXECUTOR_VS_CPU, req.precision, cand_noise, step, user,
+            sides=("CPU interpreter", "executor"),
+        )  # fmt: skip
+        out.append(OutputResult(name, list(refs[0].shape), str(refs[0].dtype), rewrite, executor))
     return out
 
 
-def _attribute(req: Request, original: Model, all_refs: list[list[np.ndarray]], cand_inputs: list[Any]) -> str:
-    """Whether the rewrite or the executor makes the difference: the candidate on the CPU too."""
-    if req.candidate_path is None:
-        return "executor: the model itself differs between the executor and the CPU interpreter"
-    cpu = [reference.run(req.candidate_path, x) for x in cand_inputs]
-    if all(o.passed for o in _judge_all(req, original, all_refs, cpu)):
-        return "executor: the candidate matches on the CPU interpreter, so the executor makes the difference"
-    return "rewrite: the candidate differs from the original on the CPU interpreter too"
+def _noise(cpu: _Cpu, i: int) -> float | None:
+    return compare.noise([o[i] for o in cpu.outputs], [s[i] for s in cpu.second]) if cpu.second is not None else None
+
+
+# -- diagnosis: the first op that made a NaN, the first op that diverges ---------------------------
+
+
+def _first_nonfinite_op(model: Model, tensors: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """The first op, in execution order, with a NaN/Inf in an output while the tensors other ops
+    made for it have none. A constant input that holds NaN/Inf (a corrupted weight) is named."""
+    sg = model.subgraphs[0]
+
+    def bad(x: np.ndarray | None) -> bool:
+        return x is not None and x.dtype.kind == "f" and not np.isfinite(x).all()
+
+    for index, op in enumerate(sg.operators):
+        made = [t for t in op.inputs if t >= 0 and model.tensor_data(sg.tensors[t]) is None]
+        if any(bad(tensors.get(sg.tensors[t].name or "")) for t in made):
+            continue
+        for t in op.outputs:
+            value = tensors.get(sg.tensors[t].name or "")
+            if bad(value):
+                assert value is not None
+                found = {
+                    "op": clean(model.op_name(op), 60),
+                    "op_index": index,
+                    "tensor": clean(sg.tensors[t].name, 200),
+                    "nonfinite": int(np.sum(~np.isfinite(value))),
+                }
+                consts = [sg.tensors[c] for c in op.inputs if c >= 0 and c not in made]
+                poisoned = [c.name for c in consts if bad(_const(model, c))]
+                if poisoned:
+                    found["constant"] = clean(poisoned[0], 200)
+                return found
+    return None
+
+
+def _const(model: Model, t: Any) -> np.ndarray | None:
+    value = model.tensor_data(t)
+    return None if value is None else np.asarray(value)
+
+
+def _find_nonfinite(
+    req: Request, original: Model, candidate: Model, device: Device, result: VerifyResult, ref_in: Any, cand_in: Any
+) -> None:
+    """For each output with a NaN/Inf on one side only: where it came from, on that side."""
+    for o in result.outputs:
+        for verdict, (which, path, model, feed) in (
+            (o.rewrite, ("candidate on the CPU", req.candidate_path or req.model_path, candidate, cand_in)),
+            (o.executor, ("executor", None, candidate, cand_in)),
+        ):
+            m = verdict.metrics
+            if o.first_nonfinite is not None or not m.get("nonfinite_mismatch"):
+                continue
+            if m["nonfinite_in_candidate"]:
+                o.first_nonfinite = _locate(path, model, feed, device, req, which)
+            elif m["nonfinite_in_reference"]:
+                ref_path = req.model_path if verdict is o.rewrite else (req.candidate_path or req.model_path)
+                ref_model = original if verdict is o.rewrite else candidate
+                feed = ref_in if verdict is o.rewrite else cand_in
+                o.first_nonfinite = _locate(ref_path, ref_model, feed, device, req, "CPU interpreter")
+
+
+def _locate(path: Path | None, model: Model, feed: Any, device: Device, req: Request, side: str) -> dict[str, Any]:
+    """Run `model` again keeping every tensor and name the first op that made a NaN/Inf: on the
+    CPU interpreter for its side (`path`), else on the executor. The interpreter keeps tensors
+    only on its builtin kernels, which can drop a NaN that XNNPACK kept (its RELU gives 0), so
+    the executor, whose kernels keep NaN, is asked next."""
+    found = None
+    note = "no intermediate tensor holds a NaN/Inf (a graph input does?)"
+    if path is not None:
+        try:
+            found = _first_nonfinite_op(model, reference.run_all_tensors(path, feed))
+        except reference.ReferenceError as e:
+            note = f"cannot keep the CPU's intermediates: {e}"
+        if found is not None:
+            return {"side": side, "found_on": "CPU interpreter (builtin kernels)", **found}
+    found = _first_nonfinite_op(model, _executor_tensors(model, device, req, feed))
+    if found is None:
+        return {"side": side, "op": None, "note": note}
+    return {"side": side, "found_on": "executor", **found}
+
+
+def _executor_tensors(model: Model, device: Device, req: Request, feed: Any) -> dict[str, np.ndarray]:
+    """Every tensor the executor wrote in one partitioned run, by name (one buffer per tensor),
+    and the graph inputs. Tensors made by CPU partitions are not kept."""
+    runner = PartitionedRunner(model, device, req.precision, req.target, keep_intermediates=True)
+    try:
+        sg = model.subgraphs[0]
+        tensors = {sg.tensors[t].name or "": np.asarray(x) for t, x in zip(sg.inputs, feed, strict=True)}
+        runner.run(feed)
+        for part in runner.parts:
+            if part.executor is not None:
+                tensors |= part.executor.intermediates()
+        return tensors
+    finally:
+        runner.close()
 
 
 def _bisect(
-    req: Request, original: Model, candidate: Model, runner: PartitionedRunner, ref_in: Any, cand_in: Any
+    req: Request,
+    original: Model,
+    candidate: Model,
+    device: Device,
+    ref_in: Any,
+    cand_in: Any,
+    rewrite: bool,
 ) -> dict[str, Any]:
     """The first op, in the candidate's execution order, whose output differs from the tensor of
-    the same name in the original on the CPU interpreter."""
-    expected = reference.run_all_tensors(req.model_path, ref_in)
-    runner.run(cand_in)
-    got: dict[str, np.ndarray] = {}
-    for part in runner.parts:
-        if part.executor is not None:
-            got |= part.executor.intermediates()
-    quant = {t.name: t.quantization for t in original.subgraphs[0].tensors}
+    the same name: the candidate's on the CPU against the original's there when the rewrite
+    FAILs, else the executor's against the candidate's on the CPU."""
+    cand_path = req.candidate_path or req.model_path
+    if rewrite:
+        expected = reference.run_all_tensors(req.model_path, ref_in)
+        got = reference.run_all_tensors(cand_path, cand_in)
+        quant = {t.name: t.quantization for t in original.subgraphs[0].tensors}
+        policy, precision = compare.REWRITE_PROOF, "fp32"
+    else:
+        expected = reference.run_all_tensors(cand_path, cand_in)
+        got = _executor_tensors(candidate, device, req, cand_in)
+        quant = {t.name: t.quantization for t in candidate.subgraphs[0].tensors}
+        policy, precision = compare.EXECUTOR_VS_CPU, req.precision
     sg = candidate.subgraphs[0]
     compared = 0
-    for part in runner.parts:
-        if part.executor is None:
-            continue
-        psg = part.executor.sg
-        for op in psg.operators:
-            for t in op.outputs:
-                name = psg.tensors[t].name
-                if name not in expected or name not in got:
-                    continue
-                ref = _as_float(expected[name], quant.get(name))
-                if ref is None or ref.shape != got[name].shape:
-                    continue
-                compared += 1
-                q = quant.get(name)
-                tol = None  # float originals: the default; int8 ones: quantization steps of the tensor
-                if expected[name].dtype.kind in "iu" and q is not None and q.scale:
-                    tol = Tolerance(QUANT_STEPS * float(q.scale[0]), 0.0, f"{QUANT_STEPS} quantization steps")
-                res = judge(name, [ref], [got[name]], tol, req.precision, None)
-                if not res.passed:
-                    index = next(
-                        (i for i, o in enumerate(sg.operators) if any(sg.tensors[x].name == name for x in o.outputs)),
-                        None,
-                    )
-                    return {
-                        "op": clean(part.executor.model.op_name(op), 60),
-                        "op_index": index,
-                        "tensor": clean(name, 200),
-                        "max_abs_error": res.metrics["max_abs_error"],
-                        "tolerance": res.tolerance.atol,
-                        "compared": compared,
-                    }
+    for index, op in enumerate(sg.operators):
+        for t in op.outputs:
+            name = sg.tensors[t].name
+            if name not in expected or name not in got:
+                continue
+            ref = _as_float(expected[name], quant.get(name))
+            value = _as_float(got[name], quant.get(name))
+            if ref is None or value is None or ref.shape != value.shape:
+                continue
+            compared += 1
+            q = quant.get(name)
+            step = None  # float tensors: the policy's floor; int8 ones: quantization steps of the tensor
+            if expected[name].dtype.kind in "iu" and q is not None and q.scale:
+                step = float(q.scale[0])
+            res = compare.judge(name, [ref], [value], policy, precision, None, step)
+            if not res.passed:
+                return {
+                    "comparison": "rewrite" if rewrite else "executor",
+                    "op": clean(candidate.op_name(op), 60),
+                    "op_index": index,
+                    "tensor": clean(name, 200),
+                    "max_abs_error": res.metrics["max_abs_error"],
+                    "tolerance": res.tolerance.atol,
+                    "rtol": res.tolerance.rtol,
+                    "reason": res.reason,
+                    "compared": compared,
+                }
     return {
+        "comparison": "rewrite" if rewrite else "executor",
         "op": None,
         "compared": compared,
         "note": "no intermediate tensor diverges; the outputs' tolerance is tighter",

@@ -1,0 +1,245 @@
+"""One comparator for every "are these outputs the same?" question gpulint asks.
+
+`judge(name, refs, gots, policy, precision, noise, step)` compares a reference output with a
+candidate's, element by element, with allclose semantics: element e passes when
+|got_e - ref_e| <= atol + rtol * |ref_e|. Each element is judged against its own magnitude, so
+no part of an output hides behind another part's range (a YOLO head packs box pixels in the
+hundreds and class scores below 1e-3 into one tensor), and no tolerance collapses because an
+output has one element or a range of 0.
+
+atol comes from measured noise: how far two trusted CPU implementations (XNNPACK against the
+interpreter's builtin kernels) disagree on the same inputs for this output, times the policy's
+multiple, never below the policy's floor. That scale is the network's own: it grows with depth
+and with how much the model amplifies rounding, which an output's range does not tell.
+
+The policies (all numbers measured on the corpus, see README "verify"):
+- EXECUTOR_VS_CPU: the executor against the CPU interpreter on the same model. fp32: 10 x noise;
+  the executor's worst was 5.4 x noise (hand_landmark_lite's [1,1] output). fp16: the executor
+  stores tensors in half, 2^13 times coarser than fp32's rounding, so 2^14 x noise; the worst
+  was 4030 x. rtol 1e-5 (fp32) / 2^-9 (fp16, four half epsilons) per element.
+- REWRITE_PROOF: a rewritten model against the original, both on the CPU interpreter: a safe
+  rewrite only reorders fp32 arithmetic, so the fp32 numbers above apply.
+- PRECISION_REWRITE: a rewrite that drops quantization (quantized -> float) cannot match the
+  quantized model's rounding and saturation; quantized outputs are held to a mean error of 16
+  steps (measured on the corpus int8 models: 0.0, 9.4, 11.3), float outputs as REWRITE_PROOF.
+Quantized (integer) outputs are judged in quantization steps: the delegate runs int8 models in
+float and LiteRT in integer arithmetic, at most 1 step apart on the corpus (3 allowed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpulint.model.ir import Model
+
+FP16_EPS = 2.0**-10  # one fp16 epsilon at magnitude 1
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    noise_multiple: dict[str, float]  # by precision
+    atol_floor: dict[str, float]
+    rtol: dict[str, float]
+    quant_steps: float
+    quant_statistic: str  # "max": every element; "mean": the mean error
+
+
+# fp32's floor, 1e-5, is about 100 fp32 epsilons at magnitude 1: intermediate values of order 1
+# round that much into any output, however small the output itself (a presence flag of 1e-10).
+EXECUTOR_VS_CPU = Policy(
+    "executor-vs-cpu",
+    noise_multiple={"fp32": 10.0, "fp16": 2.0**14},
+    atol_floor={"fp32": 1e-5, "fp16": FP16_EPS},
+    rtol={"fp32": 1e-5, "fp16": 2.0**-9},
+    quant_steps=3.0,
+    quant_statistic="max",
+)
+REWRITE_PROOF = Policy("rewrite-proof", {"fp32": 10.0}, {"fp32": 1e-5}, {"fp32": 1e-5}, 3.0, "max")
+PRECISION_REWRITE = Policy("precision-rewrite", {"fp32": 10.0}, {"fp32": 1e-5}, {"fp32": 1e-5}, 16.0, "mean")
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float = 0.0
+    source: str = "default"
+    statistic: str = "max"  # "max": every element within atol + rtol*|ref|; "mean": the mean error
+
+
+def tolerance(policy: Policy, precision: str, noise: float | None, step: float | None = None) -> Tolerance:
+    """The tolerance `policy` gives an output whose CPU noise is `noise` (None: not measured).
+    `step`: the size of one quantization step, for an output judged in steps."""
+    if step is not None:
+        what = f"{policy.quant_steps:g} quantization steps ({policy.name}"
+        what += ", mean error)" if policy.quant_statistic == "mean" else ")"
+        return Tolerance(policy.quant_steps * step, 0.0, what, policy.quant_statistic)
+    prec = precision if precision in policy.noise_multiple else "fp32"
+    k, floor, rtol = policy.noise_multiple[prec], policy.atol_floor[prec], policy.rtol[prec]
+    if noise is None:
+        return Tolerance(floor, rtol, f"floor {floor:.3g} ({policy.name}, {prec}; CPU noise not measured)")
+    if k * noise <= floor:
+        return Tolerance(floor, rtol, f"floor {floor:.3g} ({policy.name}, {prec}; CPU noise {noise:.3g} is below it)")
+    return Tolerance(k * noise, rtol, f"{k:g} x CPU noise {noise:.3g} ({policy.name}, {prec})")
+
+
+def noise(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    """The largest difference between two CPU implementations' results for one output, over
+    every run, where both are finite."""
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        d = np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64))
+        worst = max(worst, float(np.max(d[np.isfinite(d)], initial=0.0)))
+    return worst
+
+
+def quant_step(model: Model, position: int) -> float | None:
+    """One quantization step of output `position` in the output's own units: 1 for an integer
+    output (compared as raw integers), the source's scale for a float output that DEQUANTIZE
+    makes from a quantized tensor, None for a float output."""
+    sg = model.subgraphs[0]
+    t = sg.tensors[sg.outputs[position]]
+    if t.type in ("INT8", "UINT8", "INT16"):
+        return 1.0 if t.quantization is not None and t.quantization.scale else None
+    op = next((op for op in sg.operators if sg.outputs[position] in op.outputs), None)
+    if op is None or model.op_name(op) != "DEQUANTIZE":
+        return None
+    src = sg.tensors[op.inputs[0]]
+    q = src.quantization
+    return float(q.scale[0]) if src.type in ("INT8", "UINT8", "INT16") and q is not None and q.scale else None
+
+
+@dataclass
+class Verdict:
+    name: str
+    shape: list[int]
+    dtype: str
+    tolerance: Tolerance
+    metrics: dict[str, Any] = field(default_factory=dict)
+    passed: bool = True
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "atol": self.tolerance.atol,
+            "rtol": self.tolerance.rtol,
+            "tolerance_source": self.tolerance.source,
+            "statistic": self.tolerance.statistic,
+            "status": "PASS" if self.passed else "FAIL",
+            "reason": self.reason,
+            **self.metrics,
+        }
+
+
+def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> dict[str, Any]:
+    """Error statistics over the elements finite on both sides; None where there is none."""
+    a = ref.astype(np.float64).ravel()
+    b = got.astype(np.float64).ravel()
+    both = np.isfinite(a) & np.isfinite(b)
+    same_nonfinite = ~np.isfinite(a) & ~np.isfinite(b) & ((a == b) | (np.isnan(a) & np.isnan(b)))
+    err = np.abs(a[both] - b[both])
+    fa, fb = a[both], b[both]
+    nonzero = np.abs(fa) > 0
+    rel = err[nonzero] / np.abs(fa[nonzero])
+    norm = float(np.linalg.norm(fa) * np.linalg.norm(fb))
+    any_pair = bool(both.any())
+    out: dict[str, Any] = {
+        "compared": int(both.sum()),
+        "max_abs_error": float(err.max()) if any_pair else None,
+        "mean_abs_error": float(err.mean()) if any_pair else None,
+        "std_error": float((fa - fb).std()) if any_pair else None,
+        "max_rel_error": float(rel.max(initial=0.0)) if any_pair else None,
+        "cosine_similarity": (float(fa @ fb / norm) if norm > 0 else (1.0 if not fa.any() and not fb.any() else 0.0))
+        if any_pair
+        else None,
+        "nonfinite_in_reference": int(np.sum(~np.isfinite(a) & ~same_nonfinite)),
+        "nonfinite_in_candidate": int(np.sum(~np.isfinite(b) & ~same_nonfinite)),
+    }
+    out["nonfinite_mismatch"] = int(np.sum(~both & ~same_nonfinite))
+    out["required_atol"] = out["max_abs_error"]
+    zero_err = err[~nonzero]
+    out["required_rtol"] = (float("inf") if zero_err.any() else out["max_rel_error"]) if any_pair else None
+    if tol is not None and any_pair:
+        bound = tol.atol + tol.rtol * np.abs(fa)
+        ratio = err / np.maximum(bound, np.finfo(np.float64).tiny)
+        worst = int(np.argmax(ratio))
+        idx = np.flatnonzero(both)[worst]
+        out["worst"] = {
+            "index": [int(i) for i in np.unravel_index(idx, ref.shape)] if ref.ndim else [],
+            "reference": float(fa[worst]),
+            "got": float(fb[worst]),
+            "error_over_tolerance": float(ratio[worst]),
+        }
+        # The atol that passes every element with this rtol (what --tolerance would need).
+        out["required_atol"] = float(np.max(err - tol.rtol * np.abs(fa), initial=0.0))
+    if ref.ndim >= 1 and ref.shape[-1] >= 10 and ref.size // ref.shape[-1] <= 16 and both.all():  # classifier-like
+        ra = ref.reshape(-1, ref.shape[-1]).astype(np.float64)
+        rb = got.reshape(-1, ref.shape[-1]).astype(np.float64)
+        top_ref = np.argsort(-ra, axis=1, kind="stable")
+        top_got = np.argsort(-rb, axis=1, kind="stable")
+        out["top1_agreement"] = float(np.mean(top_ref[:, 0] == top_got[:, 0]))
+        out["top5_agreement"] = float(
+            np.mean([len(set(x[:5]) & set(y[:5])) / 5 for x, y in zip(top_ref, top_got, strict=True)])
+        )
+    return out
+
+
+def judge(
+    name: str,
+    refs: list[np.ndarray],
+    gots: list[np.ndarray],
+    policy: Policy,
+    precision: str = "fp32",
+    noise: float | None = None,
+    step: float | None = None,
+    tol: Tolerance | None = None,
+    sides: tuple[str, str] = ("reference", "candidate"),
+) -> Verdict:
+    """One output over every run. `tol` (a user's --tolerance) overrides the policy's."""
+    ref, got = np.stack(refs), np.stack([np.asarray(g) for g in gots])
+    shape, dtype = list(refs[0].shape), str(refs[0].dtype)
+    if ref.shape != got.shape:
+        why = f"shape {list(gots[0].shape)}, not {shape}"
+        return Verdict(name, shape, dtype, tol or Tolerance(0.0), {}, False, why)
+    integer = ref.dtype.kind in "iu" and step is not None
+    tol = tol or tolerance(policy, precision, noise, step)
+    m = metrics(ref, got, tol)
+    if integer:
+        m["max_abs_error_steps"] = m["max_abs_error"]
+    verdict = Verdict(name, shape, dtype, tol, m)
+    if m["nonfinite_mismatch"]:
+        verdict.passed = False
+        parts = []
+        if m["nonfinite_in_candidate"]:
+            parts.append(f"{m['nonfinite_in_candidate']} NaN/Inf in the {sides[1]} where the {sides[0]} has a number")
+        if m["nonfinite_in_reference"]:
+            parts.append(f"{m['nonfinite_in_reference']} NaN/Inf in the {sides[0]} where the {sides[1]} has a number")
+        verdict.reason = "; ".join(parts)
+        return verdict
+    if not m["compared"]:
+        return verdict  # both sides NaN/Inf in the same places
+    with np.errstate(invalid="ignore"):  # inf - inf where both sides have the same Inf
+        err = np.abs(ref.astype(np.float64) - got.astype(np.float64))
+    finite = np.isfinite(err)
+    if tol.statistic == "mean":
+        mean = float(err[finite].mean())
+        if mean > tol.atol:
+            verdict.passed = False
+            verdict.reason = f"mean error {mean:.3g} is beyond {tol.atol:.3g} ({tol.source})"
+        return verdict
+    bound = tol.atol + tol.rtol * np.abs(ref.astype(np.float64))
+    over = int(np.sum(finite & (err > bound)))
+    if over:
+        verdict.passed = False
+        w = m["worst"]
+        verdict.reason = (
+            f"{over} of {err.size} values beyond atol + rtol x |ref|; worst at {w['index']}: "
+            f"{w['got']:.6g} vs {w['reference']:.6g}, {w['error_over_tolerance']:.3g} x its tolerance"
+        )
+    return verdict
