@@ -85,7 +85,8 @@ def oracle_reasons(res: OracleResult) -> set[tuple[str, str]]:
     out = set()
     for line in res.unsupported.get("0", []):
         op, _, text = line.partition(":")
-        out.add((op.strip(), category(op.strip(), text)))
+        op = op.strip().removeprefix("CUSTOM ")  # the delegate names a custom op "CUSTOM <code>"
+        out.add((op, category(op, text)))
     return out
 
 
