@@ -785,3 +785,45 @@ def gl_float_io(graph: Any, delegated: set[int]) -> tuple[int | None, str] | Non
             if leaves and other(t):
                 return n, "Output tensor is not found in the graph."
     return None
+
+
+def _const_operand(sig: OpSignature) -> TensorSpec | None:
+    """The constant operand of a binary op with one runtime input and one constant of more than one element."""
+    rt, const = sig.runtime_inputs, sig.const_inputs
+    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
+        return None
+    return const[0]
+
+
+@check
+def gl_const_batch(sig: OpSignature) -> str | None:
+    """The OpenGL kernels read a constant operand of more than one element as one HWC image: with a
+    4-D constant whose batch is not 1, "<OP>: Batch size is not equal to 1." (seen from the oracle)."""
+    const = _const_operand(sig)
+    if const is None or const.rank != 4 or const.shape[0] == 1:
+        return None
+    return f"{sig.op}: Batch size is not equal to 1."
+
+
+@check
+def gl_elementwise_const(sig: OpSignature) -> str | None:
+    """gl/kernels/elementwise.cc 175-185: SUB, DIV, MAXIMUM, ... take a constant only as a scalar or a
+    per-channel vector (builder ParseInputsWithConstTensorImpl: linear when every dim but the last is 1)."""
+    const = _const_operand(sig)
+    if const is None:
+        return gl_const_batch(sig)
+    if all(d == 1 for d in const.shape[:-1]):
+        return gl_const_batch(sig)
+    return "Couldn't read scalar of const vector data from the attributes."
+
+
+@check
+def gl_mean_axes(sig: OpSignature) -> str | None:
+    """gl/kernels/mean.cc: MEAN over height and width only (of a 4-D tensor)."""
+    x = sig.input(0)
+    axes = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 and x is not None else None
+    if x is None or axes is None or x.rank != 4:
+        return None
+    if {int(a) % 4 for a in axes} <= {1, 2}:
+        return None
+    return "Mean calculation is supported only for height and width."

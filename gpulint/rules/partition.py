@@ -56,6 +56,8 @@ class SubgraphPlan:
 
     folded_into: dict[int, list[int]] = field(default_factory=dict)  # folded DEQUANTIZE -> its readers
 
+    final_partitions: int = 0  # node subsets once the delegate splits the graph by the nodes it took
+
     @property
     def delegated_nodes(self) -> set[int]:
         """The nodes the delegate replaces: the delegated partition, and each folded fp16 DEQUANTIZE
@@ -182,6 +184,9 @@ def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement]
     plan.total_macs = sum(cost[n] for n in nodes)
     plan.gpu_macs = sum(cost[n] for n in plan.delegated)
     plan.transfers = _transfers(graph, plan.delegated)
+    # The delegate splits the whole graph again by the nodes it replaces (ReplaceNodeSubsetsWithDelegateKernels).
+    taken = plan.delegated_nodes
+    plan.final_partitions = len(split(graph, list(range(len(graph.subgraph.operators))), taken)) if taken else 0
     _verdict(plan, placed, None)
     return plan
 
