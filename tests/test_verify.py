@@ -99,15 +99,26 @@ def test_corrupted_weight_fails_blames_rewrite_and_bisect_names_op(tmp_path: Pat
 
 
 @needs_device
-def test_zero_tolerance_blames_the_executor(tmp_path: Path) -> None:
+def test_a_wrong_executor_is_blamed_as_a_fact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An executor whose outputs are off (one value of 512 by 1e-3): the executor comparison
+    FAILs, the rewrite comparison PASSes."""
+    from gpulint.executor.executor import Executor
+
+    real = Executor.run
+
+    def off(self: Executor, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
+        outs = real(self, inputs, profile)
+        outs[0].flat[7] += 1e-3
+        return outs
+
+    monkeypatch.setattr(Executor, "run", off)
     path = tmp_path / "conv.tflite"
     write(conv_model(8), path)
-    code, out = verify_json(str(path), "--candidate", str(path), "--atol", "0")
-    if code == 0:
-        pytest.skip("this device matches the interpreter bit for bit")
-    assert str(out["attribution"]).startswith("executor:")
+    code, out = verify_json(str(path), "--candidate", str(path))
+    assert code == 1 and str(out["attribution"]).startswith("executor:")
     (o,) = out["outputs"]  # type: ignore[misc]
     assert o["rewrite"]["status"] == "PASS" and o["executor"]["status"] == "FAIL"
+    assert "1 of 512 values" in o["executor"]["reason"]
 
 
 @needs_device
