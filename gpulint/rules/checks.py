@@ -665,27 +665,27 @@ def _runtime_pair(sig: OpSignature) -> tuple[tuple[int, ...], tuple[int, ...]] |
     return a, b
 
 
+def _same_or_hw_broadcast(sig: OpSignature) -> bool:
+    """The two-runtime-input forms the OpenGL ADD and elementwise shaders build: equal shapes, or
+    the second 1x1xC (add.cc 85-108, elementwise.cc 154-163). True when the op is not such a pair."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return True
+    a, b = pair
+    return a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3])
+
+
 @check
 def gl_add_shapes(sig: OpSignature) -> str | None:
     """gl/kernels/add.cc 85-108: two runtime inputs of equal shape, or the second 1x1xC."""
-    pair = _runtime_pair(sig)
-    if pair is None:
-        return None
-    a, b = pair
-    if a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3]):
-        return None
-    return "Shapes are not equal"
+    return None if _same_or_hw_broadcast(sig) else "Shapes are not equal"
 
 
 @check
 def gl_elementwise_shapes(sig: OpSignature) -> str | None:
     """gl/kernels/elementwise.cc 154-185: SUB, DIV, MAXIMUM, ... with two runtime inputs of equal
     shape, or the second 1x1xC; anything else falls to the constant path, which has no constant."""
-    pair = _runtime_pair(sig)
-    if pair is None:
-        return None
-    a, b = pair
-    if a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3]):
+    if _same_or_hw_broadcast(sig):
         return None
     return "Couldn't read scalar of const vector data from the attributes."
 

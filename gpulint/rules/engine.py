@@ -266,14 +266,14 @@ class Linter:
             if p.placement in ("gpu", "init-failure") and not p.folded:
                 p.placement = "refused"
                 p.reasons.append(words)
-        for p in placements:
-            if p.placement == "cpu" and p.codes and p.codes[0][0] == "GPU109":
-                p.reasons = [words]
+            elif p.placement == "cpu" and p.codes and p.codes[0][0] == "GPU109":
+                p.reasons = [words]  # "outside the delegated partition" of a partition never made
         for plan in plans:
             for part in plan.partitions:
                 part.delegated = False
             plan.cpu_ops = sorted(plan.delegated | set(plan.cpu_ops))
             plan.delegated = set()
+            plan.final_partitions = 0
             plan.gpu_macs = 0
             plan.transfers = []
             plan.verdict = "refused"

@@ -187,7 +187,7 @@ def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement]
     # The delegate splits the whole graph again by the nodes it replaces (ReplaceNodeSubsetsWithDelegateKernels).
     taken = plan.delegated_nodes
     plan.final_partitions = len(split(graph, list(range(len(graph.subgraph.operators))), taken)) if taken else 0
-    _verdict(plan, placed, None)
+    refresh_verdict(plan, placed)
     return plan
 
 
@@ -213,16 +213,12 @@ def _transfers(graph: Graph, delegated: set[int]) -> list[Transfer]:
 
 
 def refresh_verdict(plan: SubgraphPlan, placed: list[Placement], backends: dict[str, str] | None = None) -> None:
-    """The verdict again, once each backend's failures are known (`backends`: name -> title, the
-    backends asked about)."""
-    _verdict(plan, placed, backends or {})
-
-
-def _verdict(plan: SubgraphPlan, placed: list[Placement], backends: dict[str, str] | None = None) -> None:
+    """The subgraph's verdict; called again once each backend's failures are known (`backends`:
+    name -> title of the backends asked about; None before any backend was checked)."""
     common = [
         p for p in placed if p.index in plan.delegated and p.placement == "init-failure" and not p.backend_failures
     ]
-    failing = {b: why for b, why in plan.backend_failures.items() if backends is None or b in (backends or {})}
+    failing = {b: why for b, why in plan.backend_failures.items() if backends is None or b in backends}
     if common:
         f = common[0]
         plan.verdict = "init-failure"
