@@ -24,9 +24,22 @@ from gpulint.rules.pack import Rule, builtin_rules
 from gpulint.text import clean
 
 NODE_W, NODE_H, GAP_X, GAP_Y = 170, 36, 24, 30
-PLACEMENT_COLORS = {"gpu": "#2e9e5b", "cpu": "#d64545", "init-failure": "#e08a1e", "folded": "#9aa3ad"}
+# "refused": the interpreter refused the delegate for the whole graph, so every op runs on the CPU.
+PLACEMENT_COLORS = {
+    "gpu": "#2e9e5b",
+    "cpu": "#d64545",
+    "init-failure": "#e08a1e",
+    "refused": "#8b1a1a",
+    "folded": "#9aa3ad",
+}
 PARTITION_COLORS = ("#1f6feb", "#8250df", "#bf3989", "#0a7ea4", "#9a6700", "#57606a")
-VERDICT_TITLES = {"ready": "Ready", "partial": "Partial", "not-worth-it": "Not ready", "init-failure": "Not ready"}
+VERDICT_TITLES = {
+    "ready": "Ready",
+    "partial": "Partial",
+    "not-worth-it": "Not ready",
+    "init-failure": "Not ready",
+    "refused": "Refused",
+}
 MARKED = {"GPU301": "odd channels", "GPU401": "data movement", "GPU402": "atrous pattern", "GPU403": "layout copy"}
 
 
@@ -258,7 +271,7 @@ def render(sections: list[dict[str, Any]]) -> str:
 def node_data(model: Model, result: FileResult) -> dict[str, Any]:
     """Model Explorer node data (ModelNodeData: graph id -> GraphNodeData), keyed by each op's
     first output tensor name; values 0 GPU, 1 init failure, 2 CPU, with matching colors."""
-    value = {"gpu": 0, "folded": 0, "init-failure": 1, "cpu": 2}
+    value = {"gpu": 0, "folded": 0, "init-failure": 1, "cpu": 2, "refused": 2}
     graphs: dict[str, Any] = {}
     for si, sg in enumerate(model.subgraphs):
         results = {}

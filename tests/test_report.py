@@ -117,7 +117,7 @@ def test_reports_render_in_a_real_browser(tmp_path: Path, name: str) -> None:
     dom = chromium(f"--user-data-dir={profile}", "--dump-dom", html_path.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     text = re.sub(r"<[^>]+>", " ", dom.stdout)
-    assert re.search(r"(Ready|Partial|Not ready)", text)
+    assert re.search(r"(Ready|Partial|Not ready|Refused)", text)
     assert "ops on the GPU" in text and "Findings" in text and "Partitions" in text
     # The pan/zoom script ran: it rewrote each graph's viewBox from the one rendered.
     assert dom.stdout.count("<svg") >= 1
@@ -153,3 +153,38 @@ def test_verify_section(tmp_path: Path) -> None:
     html = report(tmp_path, str(path), "--no-fix", "--verify")
     assert re.search(r'class="ok">PASS</b>\s+against the LiteRT CPU interpreter', html)
     assert "GPU partition on" in html and "<td>PASS</td>" in html
+
+
+def refused_model(tmp_path: Path) -> Path:
+    """RESHAPE to a shape PACKed from the runtime batch: the interpreter refuses the delegate."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    y = g.op("RELU", [x], [1, 4, 4, 8])
+    shape = g.op("SHAPE", [y], [4], dtype="INT32")
+    ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 0), ("e", 1), ("s", 1))]
+    batch = g.op("STRIDED_SLICE", [shape, *ends], [], dtype="INT32", options=dict(shrink_axis_mask=1))
+    n = g.const("n", np.array(128, np.int32))
+    target = g.op("PACK", [batch, n], [2], dtype="INT32", options=dict(values_count=2))
+    g.output(g.op("RESHAPE", [y, target], [1, 128]))
+    path = tmp_path / "refused.tflite"
+    write(mb.build(), path)
+    return path
+
+
+def test_every_output_carries_a_refused_graph(tmp_path: Path) -> None:
+    path = refused_model(tmp_path)
+    nd = tmp_path / "nodes.json"
+    html = report(tmp_path, str(path), "--no-fix", "--node-data", str(nd))
+    assert '<div class="word" data-verdict="refused">Refused</div>' in html
+    assert "dynamic-sized after Prepare" in html and 'class="op op-refused"' in html
+    values = {r["value"] for g in json.loads(nd.read_text()).values() for r in g["results"].values()}
+    assert values == {2}  # every op on the CPU
+    for fmt, needle in (
+        ("text", "(refused)"),
+        ("json", '"verdict": "refused"'),
+        ("sarif", "GPU202"),
+        ("github", "GPU202"),
+    ):
+        r = runner.invoke(app, ["check", str(path), "--format", fmt])
+        assert r.exit_code == 1 and needle in r.output, (fmt, r.output)
