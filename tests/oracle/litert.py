@@ -1,0 +1,223 @@
+"""LiteRT's GPU accelerator as a test oracle: what it does with a .tflite.
+
+`litert_oracle(paths)` compiles every file with LiteRT's `CompiledModel` API (GPU, then CPU) in
+a child process of the oracle venv (`make oracle-webgpu`; tests/oracle/setup.sh --webgpu), which
+loads the WebGPU accelerator of ai-edge-litert==2.3.0 (ML Drift on Dawn) on Mesa's lavapipe
+Vulkan, and returns per file how the compile ended, how many nodes the accelerator took, and its
+own words. The accelerator's log is all there is to read: it names no node indices and no
+partition count, so the comparison is on the count of delegated nodes ("N operations will run
+on the GPU") and on the unsupported-op list. Answers are cached on disk by the file's sha256 and
+the harness's own hash, beside the GL oracle's.
+
+`unavailable()` says why the oracle cannot run here (None when it can); the tests skip with it.
+The child is tests/oracle/litert_child.py; both were adapted from ../shared/oracle/litert_gpu.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpulint.model import read
+from oracle import CACHE, VENV, _sha256
+
+HERE = Path(__file__).resolve().parent
+CHILD = HERE / "litert_child.py"
+PINS = "ai-edge-litert==2.3.0"  # the accelerator whose log lines the parser below reads
+STAMP = ".oracle-webgpu-ready"  # written by setup.sh --webgpu once Mesa >= 24 is there
+CHILD_TIMEOUT_BASE = 60.0
+CHILD_TIMEOUT_PER_MODEL = 30.0
+
+REFUSAL = "Attempting to use a delegate that only supports static-sized tensors"
+UNSUPPORTED = "Following operations are not supported by GPU delegate"
+RE_SUMMARY = re.compile(
+    r"^\s*(?:(\d+) operations will run on the GPU, and the remaining (\d+) operations"
+    r"|No operations will run on the GPU, and all (\d+) operations)"
+)
+RE_LOG_HEAD = re.compile(r"^(INFO|ERROR|WARNING|VERBOSE): |^[IWEF]\d{4} ")
+
+
+@dataclass
+class LiteRtResult:
+    """What LiteRT's GPU accelerator did with one model (its primary subgraph)."""
+
+    path: str
+    # ok (compiled with the accelerator) | refused (the interpreter refused the delegate: a
+    # dynamic-sized tensor) | init-failure (the compile failed otherwise) | crash | error
+    outcome: str
+    delegated: int | None = None  # nodes the accelerator took; None when it could not be read
+    total: int | None = None  # nodes of the primary subgraph, from the log's summary when it has one
+    unsupported: list[str] = field(default_factory=list)  # "OP: reason", as the accelerator logged them
+    fully_accelerated: bool | None = None
+    ran: str | None = None  # with GPULINT_ORACLE_INVOKE=1: "ok" or "error: ..."
+    errors: list[str] = field(default_factory=list)
+    log: str = ""
+
+    @property
+    def words(self) -> str:
+        parts = []
+        if self.unsupported:
+            parts.append("unsupported: " + "; ".join(self.unsupported))
+        if self.errors:
+            parts.append("errors: " + " | ".join(self.errors))
+        return "\n".join(parts) or "(the accelerator said nothing)"
+
+
+def unavailable() -> str | None:
+    """Why the LiteRT oracle cannot run here, or None."""
+    py = VENV / "bin" / "python"
+    if not py.exists() or not (VENV / STAMP).exists():
+        return (
+            f"LiteRT's WebGPU accelerator is not set up in {VENV}: `make oracle-webgpu` sets it up (root with "
+            f"apt-get: Mesa >= 24 lavapipe from bookworm-backports; pip: {PINS})"
+        )
+    return None
+
+
+def _harness_key() -> str:
+    h = hashlib.sha256(PINS.encode())
+    h.update(os.environ.get("GPULINT_ORACLE_INVOKE", "0").encode())
+    for f in (CHILD, Path(__file__)):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def litert_oracle(paths: Sequence[str | Path], cache: Path | None = CACHE) -> dict[str, LiteRtResult]:
+    """Each file through LiteRT's GPU accelerator, keyed by the path as given (str)."""
+    why = unavailable()
+    if why:
+        raise RuntimeError(why)
+    folder = cache / f"litert-{_harness_key()}" if cache is not None else None
+    out: dict[str, LiteRtResult] = {}
+    todo: list[tuple[str, str]] = []
+    for p in paths:
+        key, sha = str(p), _sha256(Path(p))
+        hit = folder / f"{sha}.json" if folder is not None else None
+        if hit is not None and hit.exists():
+            out[key] = LiteRtResult(**{**json.loads(hit.read_text()), "path": key})
+        else:
+            todo.append((key, sha))
+    fresh: dict[str, LiteRtResult] = {}
+    rest = [p for p, _ in todo]
+    while rest:
+        fresh.update(_run_child(rest))
+        rest = [p for p in rest if p not in fresh]
+    for key, sha in todo:
+        res = fresh[key]
+        out[key] = res
+        if folder is not None and res.outcome != "error":
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{sha}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(asdict(res)))
+            tmp.replace(folder / f"{sha}.json")
+    return out
+
+
+def _run_child(paths: list[str]) -> dict[str, LiteRtResult]:
+    """One child over `paths`: what it answered, and the model it died on (if any) as a crash."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    timeout = CHILD_TIMEOUT_BASE + CHILD_TIMEOUT_PER_MODEL * len(paths)
+    with tempfile.TemporaryDirectory(prefix="gpulint-litert-oracle-") as tmp:
+        fin, fout, ferr = (Path(tmp) / n for n in ("in", "out", "err"))
+        fin.write_text("".join(os.path.abspath(p) + "\n" for p in paths))
+        with open(fin) as i, open(fout, "w") as o, open(ferr, "w") as e:
+            proc = subprocess.Popen([str(VENV / "bin" / "python"), str(CHILD)], stdin=i, stdout=o, stderr=e, env=env)
+            t0 = time.monotonic()
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+        wall = time.monotonic() - t0
+        stdout, stderr = fout.read_text(errors="replace"), ferr.read_text(errors="replace")
+    answers: dict[int, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("@@ORACLE RESULT "):
+            _, _, number, payload = line.split(" ", 3)
+            answers[int(number)] = json.loads(payload)
+    if "@@ORACLE READY" not in stderr:
+        why = f"the LiteRT oracle child did not start (exit status {rc}): {stderr.strip()[-2000:]}"
+        return {p: LiteRtResult(p, "error", errors=[why], log=stderr[-4000:]) for p in paths}
+    logs = _split_log(stderr)
+    out: dict[str, LiteRtResult] = {}
+    for n, path in enumerate(paths):
+        if n in answers:
+            out[path] = parse(path, answers[n], logs.get(n, ""))
+            continue
+        how = f"timed out after {wall:.0f} s" if rc is None else f"exit status {rc}"
+        if rc is not None and rc < 0:
+            how = f"killed by {signal.Signals(-rc).name}"
+        out[path] = LiteRtResult(path, "crash", errors=[f"the accelerator's process died on this model ({how})"])
+        break
+    return out
+
+
+def _split_log(stderr: str) -> dict[int, str]:
+    logs: dict[int, list[str]] = {}
+    current: int | None = None
+    for line in stderr.splitlines():
+        if line.startswith("@@ORACLE BEGIN "):
+            current = int(line.split()[2])
+            logs[current] = []
+        elif line.startswith("@@ORACLE END "):
+            current = None
+        elif current is not None:
+            logs[current].append(line)
+    return {n: "\n".join(lines) for n, lines in logs.items()}
+
+
+def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
+    """The child's answer and the model's part of the log, in the oracle's terms."""
+    res = LiteRtResult(path, "ok", log=log, fully_accelerated=child.get("fully_accelerated"), ran=child.get("ran"))
+    lines = log.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if UNSUPPORTED in line:
+            i += 1
+            while i < len(lines) and not RE_SUMMARY.match(lines[i]) and not RE_LOG_HEAD.match(lines[i]):
+                if lines[i].strip():
+                    res.unsupported.append(lines[i].strip())
+                i += 1
+            continue
+        if (m := RE_SUMMARY.match(line)) is not None:
+            if m[3] is not None:
+                res.delegated, res.total = 0, int(m[3])
+            else:
+                res.delegated, res.total = int(m[1]), int(m[1]) + int(m[2])
+        i += 1
+    if REFUSAL in log:
+        res.outcome = "refused"
+        res.delegated = 0
+        res.errors.append(next(x for x in lines if REFUSAL in x).split(": ", 1)[-1])
+    elif not child.get("compiled") and not child.get("once_flags"):
+        res.outcome = "error"  # a refusal logs once per process: without the flags it cannot be told apart
+        res.errors.append("harness: the compile failed and the refusal log's once-flags were not found")
+    elif not child.get("compiled"):
+        res.outcome = "init-failure"
+        res.errors.append(str(child.get("error", "the compile failed")))
+        res.errors += [x.split("] ", 1)[-1] for x in lines if x.startswith("ERROR: ") and UNSUPPORTED not in x][:5]
+    if res.total is None:
+        res.total = len(read(path).subgraphs[0].operators)
+    if res.delegated is None and res.outcome != "init-failure":
+        # No summary: the accelerator took every node (it logs only when some stay on the CPU).
+        res.delegated = res.total
+    return res
+
+
+if __name__ == "__main__":  # cd tests && python -m oracle.litert MODEL... : print the answers
+    for r in litert_oracle(sys.argv[1:], cache=None).values():
+        print(json.dumps({k: v for k, v in asdict(r).items() if k != "log"}))
