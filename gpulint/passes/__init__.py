@@ -17,6 +17,11 @@ from gpulint.model.ir import Model
 @dataclass(frozen=True)
 class PassOptions:
     keep_fp16: bool = False
+    # static-shapes: input name -> the shape to pin it to (`--input-shape NAME=1,224,224,3`).
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # static-shapes: pin -1 input dims even when the interpreter does not refuse the graph
+    # (by default the pass leaves the interface alone unless the graph is refused).
+    pin_shapes: bool = False
 
 
 @dataclass
@@ -44,9 +49,11 @@ def registry() -> dict[str, Pass]:
         quantized_to_float,
         remove_identity,
         rgba_input,
+        static_shapes,
     )
 
     passes = [
+        static_shapes.PASS,
         densify_constants.PASS,
         dequantize_constants.PASS,
         remove_identity.PASS,
