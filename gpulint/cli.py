@@ -280,11 +280,19 @@ def fix(
     verify: Annotated[
         bool, typer.Option("--verify", help="Run `gpulint verify` on the result; write nothing if it fails.")
     ] = False,
+    input_shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="static-shapes: pin an input, NAME=1,224,224,3 (repeatable; default: every -1 becomes 1). "
+            "The pass runs by default only on a graph the interpreter refuses for the GPU delegate."
+        ),
+    ] = None,
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
     from gpulint.model import LossyWriteError, ModelError, read, write
     from gpulint.passes import PassOptions
+    from gpulint.passes.static_shapes import parse_input_shape
 
     if output is None and not dry_run:
         fail(None, "give --output FILE (or --dry-run)")
@@ -300,7 +308,13 @@ def fix(
     try:
         model = read(path)
         chosen = select_passes(_split(passes), unsafe_fixes)
-        fixed, report = fix_model(Path(path), model, chosen, PassOptions(keep_fp16=keep_fp16), verify=not skip_proof)
+        try:
+            shapes = tuple(parse_input_shape(s) for s in input_shape or [])
+        except ValueError as e:
+            fail(None, str(e))
+        pin = bool(shapes) or "static-shapes" in _split(passes)
+        options = PassOptions(keep_fp16=keep_fp16, input_shapes=shapes, pin_shapes=pin)
+        fixed, report = fix_model(Path(path), model, chosen, options, verify=not skip_proof)
     except ModelError as e:
         fail(path, str(e))
     except FixError as e:

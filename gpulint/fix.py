@@ -168,8 +168,20 @@ def fix_model(
     """The rewritten model and what happened. `path` is the original's file, for the interpreter."""
     report = FixReport(ops_before=op_histogram(original), tensors_before=tensor_count(original))
     disabled: set[str] = set()
+    shaped = original
+    if options.input_shapes:  # static-shapes pins these: prove every pass on inputs of those shapes
+        from gpulint.passes.static_shapes import bad_input_shapes
+
+        why = bad_input_shapes(original, options.input_shapes)
+        if why:
+            raise FixError(why)
+        shaped = clone(original)
+        given = dict(options.input_shapes)
+        for t in shaped.subgraphs[0].tensors:
+            if t.name in given:
+                t.shape = list(given[t.name])
     try:
-        inputs = reference.random_inputs(original, seed) if verify else []
+        inputs = reference.random_inputs(shaped, seed) if verify else []
     except reference.ReferenceError as e:
         raise FixError(f"cannot prove the passes: {e}") from None
     while True:
