@@ -62,6 +62,10 @@ def predict(path: str | Path) -> Prediction:
             why = [x for x in p.reasons if OUTSIDE not in x]
             if why:
                 reasons.add((p.op, category(p.op, why[0])))
+    # FP16GraphPartitionHelper calls each fp16 constant DEQUANTIZE unsupported, in no words
+    # (tflite/delegates/utils.cc:236-256), and lists it whenever it leaves a node out.
+    if outcome != "refused" and any(p.subgraph == 0 and p.folded and p.index not in delegated for p in r.ops):
+        reasons.add(("DEQUANTIZE", "unnamed"))
     partitions = plan.final_partitions if delegated else 0
     ops = {p.index: p.op for p in r.ops if p.subgraph == 0}
     return Prediction(outcome, delegated, partitions, reasons, r.reason or "", r.verdict or "", ops)
@@ -159,12 +163,6 @@ def corpus_answers(gl_oracle: Any) -> dict[str, OracleResult]:
 # one that starts agreeing is noticed), and README's Fidelity section lists them. Never a rule fitted
 # to a file: these wait for the mechanism.
 OPEN = {
-    "pose_detection.tflite": "the delegate also takes 3:CONV_2D and 6:DEPTHWISE_CONV_2D ahead of the "
-    "CPU DENSIFYs and leaves out their fp16 DEQUANTIZEs; FP16GraphPartitionHelper's choice not yet modelled",
-    "deeplab_like_65_f16.tflite": "the delegate leaves out the fp16 DEQUANTIZEs 0 and 3 although their "
-    "readers are delegated; FP16GraphPartitionHelper's choice not yet modelled",
-    "184": "DEQUANTIZE v3 of an fp16 constant alone: the delegate replaces it; gpulint folds it away",
-    "185": "as row 184",
     "199": "FULLY_CONNECTED row the table derived as cpu: the delegate takes it",
     "243": 'OpenGL PAD of the batch: "Padding for BATCH is not supported." not yet a rule',
     "345": "BATCH_MATMUL: the oracle builds it on OpenGL, though registry.cc at LiteRT HEAD lists no batched_matmul shader; why not yet found",

@@ -5,8 +5,14 @@ repeatedly sweep the ops in execution order, adding every op whose inputs are re
 current subset; the first ready op sets the subset's kind (supported or not), and a subset
 closes when no more ops of its kind are ready. The delegate then takes the
 `max_delegated_partitions` largest supported subsets (GraphPartitionHelper::
-GetFirstNLargestPartitions; default 1). fp16-constant DEQUANTIZE ops are left out of the
-graph, as FP16GraphPartitionHelper re-points their consumers at the fp16 constants.
+GetFirstNLargestPartitions; default 1).
+
+fp16-constant DEQUANTIZE ops follow FP16GraphPartitionHelper (tflite/delegates/utils.cc:202-265):
+it calls them unsupported (with no words) and re-points the taken nodes' inputs at the fp16
+constants. When every other node is supported it takes the whole graph, the DEQUANTIZEs too
+("Scenario 1: Full Delegation"); otherwise it takes the largest subsets of supported nodes,
+split with the DEQUANTIZEs in the graph as CPU nodes, and leaves every DEQUANTIZE on the CPU
+("Scenario 2"), where a constant DEQUANTIZE runs once, at Prepare (kernels/dequantize.cc:79-82).
 """
 
 from __future__ import annotations
@@ -54,16 +60,10 @@ class SubgraphPlan:
     common_failure: str = ""  # an init failure on every backend (a [Parse] constraint)
     backend_failures: dict[str, str] = field(default_factory=dict)  # backend -> its init failure
 
-    folded_into: dict[int, list[int]] = field(default_factory=dict)  # folded DEQUANTIZE -> its readers
-
+    # The nodes the delegate replaces, as its partition helper picks them: `delegated` plus the
+    # folded constant DEQUANTIZEs it takes along (all fp16 ones only when it takes the whole graph).
+    delegated_nodes: set[int] = field(default_factory=set)
     final_partitions: int = 0  # node subsets once the delegate splits the graph by the nodes it took
-
-    @property
-    def delegated_nodes(self) -> set[int]:
-        """The nodes the delegate replaces: the delegated partition, and each folded fp16 DEQUANTIZE
-        all of whose readers are in it (FP16GraphPartitionHelper keeps the others in the graph)."""
-        folded = {n for n, readers in self.folded_into.items() if readers and set(readers) <= self.delegated}
-        return self.delegated | folded if self.delegated else set()
 
     @property
     def gpu_partitions(self) -> list[Partition]:
@@ -93,11 +93,20 @@ class SubgraphPlan:
         }
 
 
-def split(graph: Graph, nodes: list[int], supported: set[int]) -> list[Partition]:
-    """TFLite's PartitionGraphIntoIndependentNodeSubsets over `nodes` (execution order)."""
+def split(
+    graph: Graph, nodes: list[int], supported: set[int], remapped: frozenset[int] = frozenset()
+) -> list[Partition]:
+    """TFLite's PartitionGraphIntoIndependentNodeSubsets over `nodes` (execution order).
+    `remapped`: tensors a supported node no longer reads (an fp16 DEQUANTIZE's output, once the
+    helper has pointed the node at the fp16 constant instead)."""
     sg = graph.subgraph
     produced = {t for n in nodes for t in sg.operators[n].outputs}
     ready = {t for t in range(len(sg.tensors)) if t not in produced}
+
+    def waits(n: int) -> bool:
+        free = remapped if n in supported else frozenset()
+        return any(t >= 0 and t not in ready and t not in free for t in sg.operators[n].inputs)
+
     done: set[int] = set()
     out: list[Partition] = []
     while len(done) < len(nodes):
@@ -107,7 +116,7 @@ def split(graph: Graph, nodes: list[int], supported: set[int]) -> list[Partition
         while progress:
             progress = False
             for n in nodes:
-                if n in done or any(t >= 0 and t not in ready for t in sg.operators[n].inputs):
+                if n in done or waits(n):
                     continue
                 node_kind = "gpu" if n in supported else "cpu"
                 kind = kind or node_kind
@@ -162,31 +171,48 @@ def _bytes(graph: Graph, t: int) -> int:
 
 
 def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement], max_partitions: int) -> SubgraphPlan:
-    nodes = [p.index for p in placed if not p.folded]
-    supported = {p.index for p in placed if not p.folded and p.placement in ("gpu", "init-failure")}
+    everything = [p.index for p in placed]
+    fp16 = {p.index for p in placed if p.index in graph.folded_fp16}
+    folded = {p.index for p in placed if p.folded}  # constant DEQUANTIZEs: no run-time cost
+    nodes = [n for n in everything if n not in folded]  # the ops that compute at run time
+    supported = {p.index for p in placed if p.index not in fp16 and p.placement in ("gpu", "init-failure")}
     plan = SubgraphPlan(graph.index, op_count=len(nodes))
-    for p in placed:
-        if p.folded and p.placement == "gpu":
-            outs = graph.subgraph.operators[p.index].outputs
-            plan.folded_into[p.index] = [r for t in outs for r in graph.consumers.get(t, [])]
+    cost = {s.index: 0 if s.index in folded else macs(s) for s in sigs}
+    if len(supported) + len(fp16) == len(everything):
+        # Scenario 1: the helper takes every node, the fp16 DEQUANTIZEs with them.
+        parts = [Partition("gpu", list(everything), delegated=True)]
+        taken = set(everything)
+    else:
+        # Scenario 2: the largest subsets of supported nodes, split with the DEQUANTIZEs as CPU nodes.
+        parts = split(graph, everything, supported)
+        for part in sorted((p for p in parts if p.kind == "gpu"), key=lambda p: -len(p.ops))[:max_partitions]:
+            part.delegated = True  # sorted() is stable: ties keep graph order, as GetFirstNLargestPartitions
+        taken = {n for p in parts if p.delegated for n in p.ops}
+        for p in placed:
+            if p.index in fp16:
+                p.placement = "cpu"  # still folded: no run-time cost
+                p.reasons = [
+                    "fp16 constant DEQUANTIZE: left on the CPU, computed once at Prepare (FP16GraphPartitionHelper "
+                    "takes these only with the whole graph); the ops it delegates read the fp16 constant directly"
+                ]
+    # What is shown and costed: the subsets of run-time ops (a folded DEQUANTIZE costs nothing at run time).
+    for part in parts:
+        part.ops = [n for n in part.ops if n not in folded]
+        part.macs = sum(cost[n] for n in part.ops)
+    plan.partitions = [p for p in parts if p.ops]
+    plan.delegated_nodes = taken
+    plan.delegated = taken - folded
+    # The delegate splits the whole graph again by the nodes it replaces (ReplaceNodeSubsetsWithDelegateKernels),
+    # after pointing them at the fp16 constants.
+    remapped = frozenset(t for n in fp16 for t in graph.subgraph.operators[n].outputs)
+    plan.final_partitions = len(split(graph, everything, taken, remapped)) if taken else 0
     if not nodes:
         plan.reason = "no ops"
         return plan
-    plan.partitions = split(graph, nodes, supported)
-    cost = {s.index: macs(s) for s in sigs}
-    for part in plan.partitions:
-        part.macs = sum(cost[n] for n in part.ops)
-    gpu_parts = sorted(plan.gpu_partitions, key=lambda p: -len(p.ops))  # stable: ties keep graph order
-    for part in gpu_parts[:max_partitions]:
-        part.delegated = True
-        plan.delegated.update(part.ops)
     plan.cpu_ops = [n for n in nodes if n not in plan.delegated]
     plan.total_macs = sum(cost[n] for n in nodes)
     plan.gpu_macs = sum(cost[n] for n in plan.delegated)
-    plan.transfers = _transfers(graph, plan.delegated)
-    # The delegate splits the whole graph again by the nodes it replaces (ReplaceNodeSubsetsWithDelegateKernels).
-    taken = plan.delegated_nodes
-    plan.final_partitions = len(split(graph, list(range(len(graph.subgraph.operators))), taken)) if taken else 0
+    plan.transfers = _transfers(graph, taken)
     refresh_verdict(plan, placed)
     return plan
 
@@ -201,7 +227,7 @@ def _transfers(graph: Graph, delegated: set[int]) -> list[Transfer]:
             if t < 0 or t in into or graph.is_const(t):
                 continue
             producer = graph.producer.get(t)
-            if producer is None or (producer not in delegated and producer not in graph.folded_fp16):
+            if producer is None or producer not in delegated:
                 into.add(t)
                 out.append(Transfer(sg.tensors[t].name or str(t), "to-gpu", _bytes(graph, t)))
     for n in sorted(delegated):
