@@ -331,3 +331,22 @@ def test_gpu203_backend_init_failure() -> None:
         "`TRANSPOSE` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
         "No shader implementation for transpose"
     ]
+
+
+@pytest.mark.parametrize(
+    ("shape", "pads", "fails"),
+    [
+        ([1, 8, 8, 4], [[0, 0], [1, 1], [1, 1], [0, 0]], False),
+        ([1, 8, 8, 4], [[0, 0], [0, 0], [0, 0], [0, 4]], False),
+        ([1, 8, 4], [[0, 0], [1, 1], [0, 0]], True),  # the builder's BHWC(1, ...) for 3x2 paddings
+        ([1, 8, 4], [[0, 0], [0, 0], [0, 0]], True),
+    ],
+)
+def test_gpu203_opengl_pad_of_the_batch(shape: list[int], pads: list[list[int]], fails: bool) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        out = [d + a + b for d, (a, b) in zip(shape, pads, strict=True)]
+        return g.op("PAD", [g.input("x", shape), g.const("p", np.array(pads, np.int32))], out)
+
+    found = messages(lint(single(build)), "GPU203")
+    expected = "`PAD` fails to initialize on the OpenGL ES backend (devices without OpenCL): Padding for BATCH is not supported."
+    assert found == ([expected] if fails else [])

@@ -827,3 +827,16 @@ def gl_mean_axes(sig: OpSignature) -> str | None:
     if {int(a) % 4 for a in axes} <= {1, 2}:
         return None
     return "Mean calculation is supported only for height and width."
+
+
+@check
+def gl_pad_batch(sig: OpSignature) -> str | None:
+    """gl/kernels/pad.cc 49-51 rejects padding of the batch. The builder (model_builder.cc
+    1773-1784, PadOperationParser) reads 4x2 paddings as BHWC and 3x2 paddings as
+    BHWC(1, ...) before and after: a 3-D PAD or MIRROR_PAD always "pads" the batch by 1."""
+    paddings = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 else None
+    if paddings is None or len(paddings) not in (6, 8):
+        return None
+    if len(paddings) == 8 and paddings[0] == paddings[1] == 0:
+        return None
+    return "Padding for BATCH is not supported."

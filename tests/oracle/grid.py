@@ -242,6 +242,12 @@ def shape_cases() -> list[Case]:
     pads = [[0, 0], [1, 1], [1, 1], [0, 0]]
     out.append(case("PAD", [x, cst(4, 2, dtype="INT32", value=pads)], (1, 10, 10, 4)))
     out.append(case("PAD", [x, rt(4, 2, dtype="INT32")], (1, 10, 10, 4), note="runtime-pads"))
+    pads_c = [[0, 0], [0, 0], [0, 0], [0, 4]]
+    out.append(case("PAD", [x, cst(4, 2, dtype="INT32", value=pads_c)], (1, 8, 8, 8), note="channels"))
+    for name in ("PAD", "MIRROR_PAD"):  # 3x2 paddings: the builder pads the batch by 1 (GL refuses)
+        extra = {"mode": "REFLECT"} if name == "MIRROR_PAD" else {}
+        rows3 = [[0, 0], [1, 1], [0, 0]]
+        out.append(case(name, [rt(1, 8, 4), cst(3, 2, dtype="INT32", value=rows3)], (1, 10, 4), note="rank3", **extra))
     out.append(
         case(
             "SLICE",
