@@ -98,7 +98,11 @@ def check(
     extend_select: Annotated[list[str] | None, typer.Option(help="Add to the selected rules.")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Rule codes, prefixes or names not to report.")] = None,
     target: Annotated[
-        str | None, typer.Option(help="Whose rules apply: classic (default), mediapipe, docs-2019, or a --rules pack.")
+        str | None,
+        typer.Option(
+            help="Whose rules apply: classic (default), mediapipe, docs-2019, litert-gpu (LiteRT's GPU "
+            "accelerator), or a --rules pack."
+        ),
     ] = None,
     quantized: Annotated[
         bool | None,

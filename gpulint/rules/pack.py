@@ -392,7 +392,7 @@ def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
     return CheckCall(name, tuple(sorted(params.items())))
 
 
-BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019")
+BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019", "litert-gpu")
 
 
 def load_targets(extra: list[Path] | None = None) -> dict[str, Target]:
