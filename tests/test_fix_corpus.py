@@ -48,8 +48,12 @@ def test_fix_every_corpus_model(path: Path, tmp_path: Path, capsys: pytest.Captu
             f"\n{path.name}: passes {[a.name for a in report.applied]}; findings lost {dict(lost)}"
             + (f"; new {dict(gained)}" if gained else "")
         )
-    # A fix never adds op-support errors.
-    assert not [c for c in gained if c.startswith(("GPU1", "GPU2"))]
+    # A fix never adds op-support errors. Except where it lifts the interpreter's refusal (GPU202):
+    # a refused graph runs nothing on the GPU and has no partitions, so its ops are only judged once
+    # static-shapes makes it static (lstm_seq16: a RESHAPE outside the delegated partition, and the
+    # DYNAMIC_UPDATE_SLICE that replaced its loop body's dynamic SLICEs, both on the CPU).
+    if not lost["GPU202"]:
+        assert not [c for c in gained if c.startswith(("GPU1", "GPU2"))]
 
 
 def test_deeplab_loses_the_space_to_batch_pair() -> None:
