@@ -163,7 +163,6 @@ def corpus_answers(gl_oracle: Any) -> dict[str, OracleResult]:
 # one that starts agreeing is noticed), and README's Fidelity section lists them. Never a rule fitted
 # to a file: these wait for the mechanism.
 OPEN = {
-    "345": "BATCH_MATMUL: the oracle builds it on OpenGL, though registry.cc at LiteRT HEAD lists no batched_matmul shader; why not yet found",
     "398": "MaxUnpooling2D: the shader fails to compile on Mesa's GLSL compiler (ivec4 from vec4)",
     "414": 'TransformTensorBilinear: "This case is not supported by TransformTensorBilinear." not yet a rule',
     "415": "as row 414",

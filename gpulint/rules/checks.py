@@ -1107,6 +1107,16 @@ def gl_mean_axes(sig: OpSignature) -> str | None:
 
 
 @check
+def gl_batched_matmul(sig: OpSignature) -> str | None:
+    """Only two runtime operands make a BATCHED_MATMUL node, which gl/kernels/registry.cc has no
+    shader for; a constant 2-D right-hand side becomes a 1x1 CONVOLUTION_2D (model_builder.cc
+    331-370, BatchedMatMulOperationParser), which it has."""
+    if len(sig.runtime_inputs) == 2:
+        return "No shader implementation for batched_matmul"
+    return None
+
+
+@check
 def gl_pad_batch(sig: OpSignature) -> str | None:
     """gl/kernels/pad.cc 49-51 rejects padding of the batch. The builder (model_builder.cc
     1773-1784, PadOperationParser) reads 4x2 paddings as BHWC and 3x2 paddings as

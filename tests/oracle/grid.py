@@ -272,6 +272,7 @@ def shape_cases() -> list[Case]:
     out.append(case("GATHER", [rt(10, 4), cst(3, dtype="INT32", value=[1, 2, 3])], (3, 4), axis=0))
     out.append(case("BATCH_MATMUL", [rt(1, 8, 16), rt(1, 16, 8)], (1, 8, 8)))
     out.append(case("BATCH_MATMUL", [rt(1, 8, 16), cst(1, 16, 8)], (1, 8, 8)))
+    out.append(case("BATCH_MATMUL", [rt(1, 8, 16), cst(16, 8)], (1, 8, 8)))  # a 1x1 conv in the builder
     out.append(case("BATCH_MATMUL", [rt(2, 8, 16), rt(2, 16, 8)], (2, 8, 8)))
     for src, dst in (("FLOAT32", "INT32"), ("INT32", "FLOAT32"), ("BOOL", "FLOAT32"), ("FLOAT32", "BOOL")):
         out.append(case("CAST", [rt(1, 8, 8, 4, dtype=src)], (1, 8, 8, 4), dst, in_data_type=src, out_data_type=dst))
