@@ -39,6 +39,15 @@ STAMP = ".oracle-webgpu-ready"  # written by setup.sh --webgpu once Mesa >= 24 i
 CHILD_TIMEOUT_BASE = 60.0
 CHILD_TIMEOUT_PER_MODEL = 30.0
 
+# The interpreter itself cannot build or prepare the model (no kernel for an op version, a CPU
+# kernel's own Prepare check, an unresolved custom op): the accelerator's answer is unknown.
+NOT_BUILT = (
+    "Didn't find op for builtin opcode",
+    "Encountered unresolved custom op",
+    "Failed to build TFL interpreter",
+)
+RE_NODE_PREPARE = re.compile(r"Node number \d+ \((.+?)\) failed to prepare")
+DELEGATE_NODE = "LITERT_WEBGPU"  # the accelerator's kernel node (delegate_webgpu.cc 593)
 REFUSAL = "Attempting to use a delegate that only supports static-sized tensors"
 UNSUPPORTED = "Following operations are not supported by GPU delegate"
 RE_SUMMARY = re.compile(
@@ -203,6 +212,14 @@ def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
         res.outcome = "refused"
         res.delegated = 0
         res.errors.append(next(x for x in lines if REFUSAL in x).split(": ", 1)[-1])
+    elif not child.get("compiled") and (
+        any(x in log for x in NOT_BUILT) or any(m[1] != DELEGATE_NODE for m in RE_NODE_PREPARE.finditer(log))
+    ):
+        res.outcome = "error"
+        words = [
+            x for x in lines if any(w in x for w in NOT_BUILT) or RE_NODE_PREPARE.search(x) or "tflite/kernels" in x
+        ]
+        res.errors.append("the interpreter cannot build or prepare this model on the CPU: " + " | ".join(words[:3]))
     elif not child.get("compiled") and not child.get("once_flags"):
         res.outcome = "error"  # a refusal logs once per process: without the flags it cannot be told apart
         res.errors.append("harness: the compile failed and the refusal log's once-flags were not found")
