@@ -22,7 +22,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev browser oracle
+test: $(VENV)/.installed-dev browser oracle oracle-webgpu
 	$(BIN)/python -m pytest -q
 
 # The report tests render pages in Debian's headless Chromium. Installed here when it is missing
@@ -36,7 +36,9 @@ browser:
 # The oracle tests (tests/test_oracle_*.py) ask Google's own GPU delegate, on Mesa's software GL,
 # what it does with each model: apt packages when missing and root (as on CI), the pinned wheels in
 # a venv of their own; quick once done (a stamp file). Where it cannot be set up, those tests skip
-# and say why. `make oracle-webgpu` adds LiteRT's WebGPU accelerator (Mesa 25 from backports).
+# and say why. `make oracle-webgpu` adds LiteRT's WebGPU accelerator for tests/test_oracle_litert.py:
+# Mesa >= 24 lavapipe from bookworm-backports (about 21 MB of .debs; it also moves the machine's Mesa GL
+# to 25), run after `oracle` so that a machine which cannot get Mesa 25 still has the GL oracle.
 ORACLE_VENV := .oracle-venv
 oracle:
 	@tests/oracle/setup.sh $(ORACLE_VENV) || true
