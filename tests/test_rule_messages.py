@@ -350,3 +350,17 @@ def test_gpu203_opengl_pad_of_the_batch(shape: list[int], pads: list[list[int]],
     found = messages(lint(single(build)), "GPU203")
     expected = "`PAD` fails to initialize on the OpenGL ES backend (devices without OpenCL): Padding for BATCH is not supported."
     assert found == ([expected] if fails else [])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_gpu203_mediapipe_shaders_take_version_1(version: int) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x, m = g.input("x", [1, 64, 64, 3]), g.input("m", [1, 4, 4])
+        return g.op("TransformTensorBilinear", [x, m], [1, 32, 32, 3], custom_options=b"", version=version)
+
+    found = messages(lint(single(build), target="mediapipe"), "GPU203")
+    expected = (
+        "`TransformTensorBilinear` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+        "This case is not supported by TransformTensorBilinear."
+    )
+    assert found == ([] if version == 1 else [expected])

@@ -1117,6 +1117,22 @@ def gl_batched_matmul(sig: OpSignature) -> str | None:
 
 
 @check
+def gl_mediapipe_version_1(sig: OpSignature) -> str | None:
+    """MediaPipe's GL shaders for TransformTensorBilinear (transform_tensor_bilinear.cc,
+    IsSupported: a 1x1x4x4 matrix, attr.version == 1) and TransformLandmarks (transform_landmarks.cc,
+    IsSupported: attr.version == 1) run version 1 only. MediaPipe's own runner turns version 2 into
+    version 1 first (ApplyCustomTransformations: transform_*_v2_to_v1); TfLiteGpuDelegate does not."""
+    if sig.version == 1 and (sig.op != "TransformTensorBilinear" or _matrix_4x4(sig)):
+        return None
+    return f"This case is not supported by {sig.op}" + ("." if sig.op == "TransformTensorBilinear" else "")
+
+
+def _matrix_4x4(sig: OpSignature) -> bool:
+    m = sig.input(1)
+    return m is not None and _bhwc(m) == (1, 1, 4, 4)
+
+
+@check
 def gl_pad_batch(sig: OpSignature) -> str | None:
     """gl/kernels/pad.cc 49-51 rejects padding of the batch. The builder (model_builder.cc
     1773-1784, PadOperationParser) reads 4x2 paddings as BHWC and 3x2 paddings as
