@@ -275,12 +275,51 @@ def test_tensor_list_write_in_a_loop_body_becomes_dynamic_update_slice(tmp_path:
     np.testing.assert_array_equal(y, np.maximum(2 * x[0], 0))
 
 
-def test_shape_math_inside_a_loop_body_is_reported_not_folded() -> None:
+def test_shape_math_inside_a_loop_body_is_folded(tmp_path: Path) -> None:
     before = loop_model(body_shape_math=True)
+    assert "SHAPE" in ops(before, 2)
     after, result = run_pass(before)
-    assert not result.changes and after == before
+    assert find_refusal(after) is None, result.skipped
+    assert not {"SHAPE", "STRIDED_SLICE", "SLICE"} & set(ops(after, 2))
+    assert ops(after, 2).count("PACK") == 1  # DYNAMIC_UPDATE_SLICE's start indices, not the shape's
+    assert any("subgraph 2: RESHAPE" in c and "now reads constant [1,1,3]" in c for c in result.changes)
+    same_outputs(tmp_path, before, after)
+
+
+def test_shape_math_in_a_nested_subgraph_is_reported_not_folded() -> None:
+    """The loop of loop_model moved one level down: main -> IF -> WHILE. Its body is not called by the
+    main subgraph, so its shape arithmetic has no values to fold to."""
+    inner = loop_model(body_shape_math=True)
+    mb = ModelBuilder()
+    main, branch = mb.subgraph("main"), mb.subgraph("then")
+    x = main.input("x", [4, 1, 3])
+    flag = main.const("flag", np.array(True))
+    y = main.op("IF", [flag, x], [4, 1, 3], options=dict(then_subgraph_index=1, else_subgraph_index=1))
+    main.output(y)
+    bx = branch.input("x", [4, 1, 3])
+    m = mb.build()
+    # The branch is inner's main subgraph (its WHILE now calls subgraphs 2 and 3).
+    loop_main = inner.subgraphs[0]
+    for op in loop_main.operators:
+        if op.builtin_options is not None and "body_subgraph_index" in op.builtin_options.values:
+            op.builtin_options.values.update(cond_subgraph_index=2, body_subgraph_index=3)
+    del bx
+    m.subgraphs[1] = loop_main
+    loop_main.name = "then"
+    m.subgraphs += inner.subgraphs[1:]
+    m.buffers, offset = m.buffers + inner.buffers, len(m.buffers)
+    codes = {}
+    for sg in m.subgraphs[1:]:
+        for t in sg.tensors:
+            t.buffer = t.buffer + offset if t.buffer else 0
+        for op in sg.operators:
+            code = inner.operator_codes[op.opcode_index]
+            op.opcode_index = codes.setdefault(op.opcode_index, m.opcode_index(code.name, code.version))
+    assert find_refusal(m) is not None
+    after, result = run_pass(m)
+    assert not result.changes and after == m
     why = " ".join(result.skipped)
-    assert "subgraph 2" in why and "called subgraphs" in why and "PACK" in why
+    assert "left the model as it is" in why and "called from another one" in why
 
 
 def test_input_shape_option_is_parsed_and_checked() -> None:

@@ -24,10 +24,14 @@ model is left as it was and the pass says which op still makes a dynamic-sized t
 Sizes that depend on data (UNIQUE, WHERE, a NON_MAX_SUPPRESSION whose max_output_size is computed)
 cannot be pinned by any input shape, and are reported as such.
 
-Called subgraphs (WHILE/IF bodies) are handled where they need no shape arithmetic folded: the
-TensorList rewrite applies in them, and find_refusal checks them. Shape arithmetic inside a body
-is not folded (the interpreter's Python API shows only the main subgraph's tensors, so there are
-no values to fold to); such a model is left alone, and the pass says so.
+Called subgraphs (WHILE/IF bodies): the TensorList rewrite applies in any of them. Shape
+arithmetic is folded in a subgraph the main subgraph calls (once): it runs alone on the interpreter,
+as a model of its own, on the operands the main subgraph's run passed it (a loop body: its first
+iteration). Only values that follow from those shapes are folded, and a loop body whose loop
+variables change shape is refused anyway, so what the first iteration gave holds for every one.
+A subgraph called from another called subgraph, or from two ops, keeps its shape arithmetic (the
+interpreter's Python API shows only the main subgraph's tensors, so there would be no values to
+fold to), and a model it leaves refused is left alone, saying so.
 
 Safety: with every input shape static or pinned to the shape the model already declares, outputs
 are the same bits; pinning a -1 changes the interface (the model then takes only that shape),
@@ -130,8 +134,9 @@ def _pin(model: Model, options: PassOptions) -> list[str]:
     return lines
 
 
-def _known_values(model: Model, sg: Subgraph) -> set[int]:
-    """The non-constant tensors whose values follow from the (pinned) input shapes alone."""
+def _known_values(model: Model, sg: Subgraph) -> tuple[set[int], set[int]]:
+    """(the non-constant tensors whose values follow from the (pinned) input shapes alone,
+    the tensors whose shapes may depend on data)."""
     known: set[int] = set()
     data_shaped: set[int] = set()  # tensors whose shape may depend on data
 
@@ -156,30 +161,98 @@ def _known_values(model: Model, sg: Subgraph) -> set[int]:
             or model.opcode(op).is_custom
         ):
             data_shaped.update(outs)
-    return known
+    return known, data_shaped
 
 
-def _probe(model: Model) -> dict[int, np.ndarray]:
-    """Every main-subgraph tensor's value after one run of the interpreter on seeded inputs at the
-    model's input shapes, by tensor index. ReferenceError when the interpreter refuses it."""
+def _probe(model: Model, si: int = 0, inputs: list[np.ndarray] | None = None) -> dict[int, np.ndarray]:
+    """Every tensor's value in subgraph `si` after one run of the interpreter (seeded inputs at the
+    model's input shapes, or `inputs`), by tensor index. A called subgraph runs as the model's main
+    subgraph (the others renumbered). ReferenceError when the interpreter refuses it."""
     from gpulint.fix import clone
     from gpulint.model.write import write
 
-    probe = clone(model)
+    probe = _as_main(clone(model), si) if si else clone(model)
     for i, t in enumerate(probe.subgraphs[0].tensors):
         t.name = f"t{i}"  # names need not be unique in a file; these are
     with tempfile.TemporaryDirectory(prefix="gpulint-shapes-") as tmp:
         path = Path(tmp, "probe.tflite")
         write(probe, path)
-        values = reference.run_all_tensors(path, reference.random_inputs(probe))
+        values = reference.run_all_tensors(path, inputs if inputs is not None else reference.random_inputs(probe))
     return {int(k[1:]): v for k, v in values.items() if k.startswith("t") and k[1:].isdigit()}
 
 
-def _fold(model: Model, values: dict[int, np.ndarray]) -> list[str]:
-    """Fold the main subgraph's shape arithmetic into constants and give every tensor the shape
-    the interpreter gave it. One line per op that now reads constants instead of shape math."""
-    sg = model.subgraphs[0]
-    known = _known_values(model, sg)
+def _as_main(model: Model, si: int) -> Model:
+    """`model` with subgraph `si` first, every subgraph index in op options renumbered to match."""
+    order = [si] + [i for i in range(len(model.subgraphs)) if i != si]
+    moved = {old: new for new, old in enumerate(order)}
+    model.subgraphs = [model.subgraphs[i] for i in order]
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            opts = op.builtin_options.values if op.builtin_options is not None else {}
+            for key, v in opts.items():
+                if key.endswith("_subgraph_index") and isinstance(v, int) and v in moved:
+                    opts[key] = moved[v]
+    model.signature_defs = None
+    return model
+
+
+def _callees(model: Model) -> dict[int, list[int]]:
+    """Subgraphs called once, by a WHILE or IF of the main subgraph -> the caller's operands they get."""
+    calls: dict[int, list[list[int]]] = {}
+    for op in model.subgraphs[0].operators:
+        name = model.op_name(op)
+        opts = op.builtin_options.values if op.builtin_options is not None else {}
+        keys = {
+            "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
+            "IF": ("then_subgraph_index", "else_subgraph_index"),
+        }
+        for key in keys.get(name, ()):
+            k = opts.get(key)
+            if isinstance(k, int) and 0 < k < len(model.subgraphs):
+                calls.setdefault(k, []).append(list(op.inputs[1:] if name == "IF" else op.inputs))
+    return {k: c[0] for k, c in calls.items() if len(c) == 1}
+
+
+def _fold_callees(model: Model, main: dict[int, np.ndarray]) -> tuple[list[str], list[str]]:
+    """Shape arithmetic folded inside the subgraphs the main subgraph calls, each run once as a model
+    of its own on the operands its caller gives it (a loop body: its first iteration). Only values
+    that follow from shapes are kept, and a loop body must keep its loop variables' shapes (else
+    the interpreter refuses it anyway), so the first iteration's shape values hold for every one."""
+    changes: list[str] = []
+    skipped: list[str] = []
+    for k, operands in sorted(_callees(model).items()):
+        sg = model.subgraphs[k]
+        if not _has_shape_work(model, k):
+            continue
+        if len(operands) != len(sg.inputs) or any(t < 0 or t not in main for t in operands):
+            skipped.append(f"subgraph {k}: its caller's operands are not all known; its shape arithmetic is not folded")
+            continue
+        feed = [main[t] for t in operands]
+        for t, v in zip(sg.inputs, feed, strict=True):
+            sg.tensors[t].shape = list(v.shape)
+            if sg.tensors[t].shape_signature is not None:
+                sg.tensors[t].shape_signature = list(v.shape)
+        try:
+            values = _probe(model, k, feed)
+        except reference.ReferenceError as e:
+            skipped.append(
+                f"subgraph {k}: the interpreter cannot run it alone ({e}); its shape arithmetic is not folded"
+            )
+            continue
+        changes += _fold(model, values, k)
+    return changes, skipped
+
+
+def _has_shape_work(model: Model, si: int) -> bool:
+    sg = model.subgraphs[si]
+    return any(model.op_name(op) in SHAPE_OPS for op in sg.operators) or any(t.is_dynamic for t in sg.tensors)
+
+
+def _fold(model: Model, values: dict[int, np.ndarray], si: int = 0) -> list[str]:
+    """Fold subgraph `si`'s shape arithmetic into constants and give every tensor the shape the
+    interpreter gave it. One line per op that now reads constants instead of shape math."""
+    sg = model.subgraphs[si]
+    known, data_shaped = _known_values(model, sg)
     folded: list[int] = []
     for oi, op in enumerate(sg.operators):
         outs = list(op.outputs)
@@ -196,8 +269,8 @@ def _fold(model: Model, values: dict[int, np.ndarray]) -> list[str]:
             set_const(model, sg, t, values[t])
     for t, v in values.items():
         tensor = sg.tensors[t]
-        if tensor.buffer and model.tensor_data(tensor) is not None:
-            continue
+        if t in data_shaped or (tensor.buffer and model.tensor_data(tensor) is not None):
+            continue  # a shape this run happened to give, or a constant's
         tensor.shape = list(v.shape)
         if tensor.shape_signature is not None:
             tensor.shape_signature = list(v.shape)
@@ -213,8 +286,8 @@ def _fold(model: Model, values: dict[int, np.ndarray]) -> list[str]:
         if took:
             shown = ", ".join(f"{_dims(values[t].ravel().tolist())}" for t in took)
             readers.append(f"{model.op_name(op)} (op {oi}) now reads constant {shown}")
-    lines = [f"subgraph 0: folded {len(folded)} shape op(s) ({', '.join(names)}) into constants"]
-    return lines + [f"subgraph 0: {r}" for r in readers]
+    lines = [f"subgraph {si}: folded {len(folded)} shape op(s) ({', '.join(names)}) into constants"]
+    return lines + [f"subgraph {si}: {r}" for r in readers]
 
 
 Sym = tuple[int, int]  # (tensor, offset) for tensor + offset; (-1, c) for the constant c
@@ -385,15 +458,10 @@ def _why_left(refusal: Refusal) -> str:
             return f"{text}; {dd}: {DATA_DEPENDENT[dd]}, which depends on the data, so no input shape makes it static"
     if refusal.subgraph != 0 or "subgraph" in refusal.why:
         return (
-            f"{text}; shape arithmetic inside called subgraphs (WHILE/IF bodies) is not folded: the interpreter "
-            "shows only the main subgraph's tensors"
+            f"{text}; in called subgraphs only shape arithmetic that follows from the shapes the main "
+            "subgraph passes in is folded (not in a subgraph called from another one, or called twice)"
         )
     return text
-
-
-def _needs_probe(model: Model, pinned: bool) -> bool:
-    sg = model.subgraphs[0]
-    return pinned or any(model.op_name(op) in SHAPE_OPS for op in sg.operators) or any(t.is_dynamic for t in sg.tensors)
 
 
 def run(model: Model, options: PassOptions) -> PassResult:
@@ -408,15 +476,21 @@ def run(model: Model, options: PassOptions) -> PassResult:
     changes = [f"subgraph 0: {line}" for line in _pin(candidate, options)]
     if refusal is None and not changes and not options.pin_shapes:
         return PassResult()
-    if _needs_probe(candidate, bool(changes)):
+    callees = [k for k in _callees(candidate) if _has_shape_work(candidate, k)]
+    skipped: list[str] = []
+    if changes or callees or _has_shape_work(candidate, 0):
         try:
             values = _probe(candidate)
         except reference.ReferenceError as e:
             why = f"left the model as it is: the interpreter cannot run it at the pinned shapes ({e})"
             return PassResult([], [why])
         changes += _fold(candidate, values)
-    written, skipped = _list_writes(candidate)
+        if callees:
+            folded, skipped = _fold_callees(candidate, values)
+            changes += folded
+    written, not_written = _list_writes(candidate)
     changes += written
+    skipped += not_written
     after = find_refusal(candidate)
     if after is not None:
         return PassResult([], [f"left the model as it is: {_why_left(after)}", *skipped])
