@@ -8,9 +8,14 @@ hundreds and class scores below 1e-3 into one tensor), and no tolerance collapse
 output has one element or a range of 0.
 
 atol comes from measured noise: how far two trusted CPU implementations (XNNPACK against the
-interpreter's builtin kernels) disagree on the same inputs for this output, times the policy's
-multiple, never below the policy's floor. That scale is the network's own: it grows with depth
-and with how much the model amplifies rounding, which an output's range does not tell.
+interpreter's builtin kernels) disagree on the same inputs, times the policy's multiple, never
+below the policy's floor. That scale is the network's own: it grows with depth and with how much
+the model amplifies rounding, which an output's range does not tell. The noise is measured
+where it is, not once per output: per slice along the output's axis with the most distinct
+scales (a YOLO head's [1, 84, N]: one noise per row, so the four box rows' noise, in pixels,
+does not become the class scores' tolerance), each slice's noise at least the output's noise
+scaled by the slice's range against the output's. An output with no axis whose slices hold
+LOCAL_MIN_SLICE values or more (a [1, 63] landmark vector, a [1, 1] flag) keeps one noise.
 
 The policies (all numbers measured on the corpus, see README "verify"):
 - EXECUTOR_VS_CPU: the executor against the CPU interpreter on the same model. fp32: 10 x noise;
@@ -64,15 +69,131 @@ PRECISION_REWRITE = Policy("precision-rewrite", {"fp32": 10.0}, {"fp32": 1e-5}, 
 
 @dataclass
 class Tolerance:
-    atol: float
+    atol: float  # the largest atol any element gets
     rtol: float = 0.0
     source: str = "default"
     statistic: str = "max"  # "max": every element within atol + rtol*|ref|; "mean": the mean error
+    # Per slice: atol for each index along `axis` (the output's other axes have size 1 here), or None.
+    atol_map: np.ndarray | None = None
+    axis: int | None = None
+
+    def atol_at(self, shape: tuple[int, ...]) -> np.ndarray | float:
+        """atol for every element of an array of `shape` (the output's shape, or runs x it)."""
+        return self.atol if self.atol_map is None else np.broadcast_to(self.atol_map, shape)
+
+    def rule(self) -> str:
+        """The statistic that decides, in words."""
+        if self.statistic == "mean":
+            return f"mean error <= {self.atol:.3g}"
+        if self.atol_map is None:
+            atol = f"atol {self.atol:.3g}"
+        else:
+            n = self.atol_map.size
+            low = float(self.atol_map.min())
+            atol = f"atol {low:.3g}..{self.atol:.3g} by slice along axis {self.axis} ({n} slices)"
+        return f"every element within {atol} + rtol {self.rtol:.3g} x |ref|"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"atol": self.atol, "rtol": self.rtol, "tolerance_source": self.source}
+        out["statistic"] = self.statistic
+        out["decides"] = self.rule()
+        if self.atol_map is not None:
+            out["atol_axis"] = self.axis
+            out["atol_min"] = float(self.atol_map.min())
+            if self.atol_map.size <= 256:
+                out["atol_by_slice"] = [float(x) for x in self.atol_map.ravel()]
+        return out
 
 
-def tolerance(policy: Policy, precision: str, noise: float | None, step: float | None = None) -> Tolerance:
-    """The tolerance `policy` gives an output whose CPU noise is `noise` (None: not measured).
-    `step`: the size of one quantization step, for an output judged in steps."""
+# A slice (the values that share one index along an axis) must hold this many values, over one
+# run, for its own noise to be measured: fewer (a [1, 2254, 12] head's 12 values per anchor, a
+# [1, 63] vector's single values) sample the noise too thinly.
+LOCAL_MIN_SLICE = 64
+# A slice whose values are this many times smaller than the output's largest is a different kind
+# of value (see Noise.local).
+LOCAL_SCALE_GAP = 16.0
+
+
+@dataclass
+class Noise:
+    """How far two CPU implementations disagree on one output, element by element: the largest
+    |a - b| over every run where both are finite (`diff`), and the largest |a| there (`scale`)."""
+
+    diff: np.ndarray
+    scale: np.ndarray
+
+    @staticmethod
+    def larger(a: Noise | None, b: Noise | None) -> Noise | None:
+        """Element by element the larger of two measurements of one output (either may be None;
+        of two that do not have the same shape, the first)."""
+        if a is None or b is None or a.diff.shape != b.diff.shape:
+            return a if a is not None else b
+        return Noise(np.maximum(a.diff, b.diff), np.maximum(a.scale, b.scale))
+
+    @property
+    def total(self) -> float:
+        return float(self.diff.max(initial=0.0))
+
+    def local(self) -> tuple[np.ndarray | float, int | None, str]:
+        """(noise per slice, keepdims-shaped; or the one number), the axis, and how it was made.
+
+        A slice whose largest value is within LOCAL_SCALE_GAP of the output's largest keeps the
+        output's noise: it holds the same kind of value, and a thin noise probe can miss its own
+        noise (selfie_segmentation, normal inputs: a column of sigmoid values up to 0.21 whose
+        nudge noise was 10x below the executor's fp32 error there). A slice below that, a
+        different kind of value packed into the same tensor (a YOLO head's class scores beside
+        its box pixels), is held to its own noise, and to no less than the output's noise x
+        LOCAL_SCALE_GAP x its range / the output's. Of the axes whose slices hold
+        LOCAL_MIN_SLICE values or more, the one whose slices' noise spreads most is used.
+        """
+        total, shape = self.total, self.diff.shape
+        axes = [a for a in range(len(shape)) if shape[a] >= 2 and self.diff.size // shape[a] >= LOCAL_MIN_SLICE]
+        if not axes or total == 0.0:
+            why = "one noise for the output"
+            why += "" if total == 0.0 else f" (no axis has slices of {LOCAL_MIN_SLICE}+ values)"
+            return total, None, why
+        ratio = LOCAL_SCALE_GAP / max(float(self.scale.max()), np.finfo(np.float64).tiny)
+        best: tuple[float, int, np.ndarray] | None = None
+        for a in axes:
+            others = tuple(k for k in range(len(shape)) if k != a)
+            own = self.diff.max(axis=others, keepdims=True)
+            per = np.maximum(own, total * np.minimum(1.0, ratio * self.scale.max(axis=others, keepdims=True)))
+            spread = float(per.max()) / max(float(np.median(per)), total * 1e-9)
+            if best is None or spread > best[0]:
+                best = (spread, a, per)
+        assert best is not None
+        spread, axis, per = best
+        if float(per.min()) >= total:
+            return total, None, f"one noise for the output (no slice is {LOCAL_SCALE_GAP:g}x below its range)"
+        return per, axis, f"by slice along axis {axis}, {per.size} slices, noise {float(per.min()):.3g}..{total:.3g}"
+
+
+def noise_map(a: list[np.ndarray], b: list[np.ndarray]) -> Noise:
+    """Per element, over every run: how far two CPU implementations' results for one output are
+    apart where both are finite, and the first's magnitude."""
+    diff: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    for x, y in zip(a, b, strict=True):
+        x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        with np.errstate(invalid="ignore"):
+            d = np.abs(x64 - y64)
+        d = np.where(np.isfinite(d), d, 0.0)
+        m = np.where(np.isfinite(x64), np.abs(x64), 0.0)
+        diff = d if diff is None else np.maximum(diff, d)
+        scale = m if scale is None else np.maximum(scale, m)
+    assert diff is not None and scale is not None, "no runs"
+    return Noise(diff, scale)
+
+
+def tolerance(policy: Policy, precision: str, noise: float | Noise | None, step: float | None = None) -> Tolerance:
+    """The tolerance `policy` gives an output whose CPU noise is `noise` (None: not measured; a
+    Noise: measured per element, and judged by slice, see Noise.local). `step`: the size of one
+    quantization step, for an output judged in steps."""
+    if isinstance(noise, Noise):
+        if step is not None:
+            noise = noise.total
+        else:
+            return _local_tolerance(policy, precision, noise)
     if step is not None:
         # The CPU's own two integer kernels can disagree by a step too (pixel_shuffle_64_int8: 1);
         # that disagreement is added, so a model whose CPU kernels disagree is not held tighter
@@ -89,6 +210,25 @@ def tolerance(policy: Policy, precision: str, noise: float | None, step: float |
     if k * noise <= floor:
         return Tolerance(floor, rtol, f"floor {floor:.3g} ({policy.name}, {prec}; CPU noise {noise:.3g} is below it)")
     return Tolerance(k * noise, rtol, f"{k:g} x CPU noise {noise:.3g} ({policy.name}, {prec})")
+
+
+def _local_tolerance(policy: Policy, precision: str, noise: Noise) -> Tolerance:
+    per, axis, how = noise.local()
+    if axis is None:
+        tol = tolerance(policy, precision, float(per))
+        tol.source += "; " + how if "CPU noise" in tol.source and "below" not in tol.source else ""
+        return tol
+    assert isinstance(per, np.ndarray)
+    prec = precision if precision in policy.noise_multiple else "fp32"
+    k, floor, rtol = policy.noise_multiple[prec], policy.atol_floor[prec], policy.rtol[prec]
+    atol = np.maximum(k * per, floor)
+    if float(atol.max()) <= floor:
+        why = f"floor {floor:.3g} ({policy.name}, {prec}; CPU noise {noise.total:.3g} is below it)"
+        return Tolerance(floor, rtol, why)
+    at_floor = int(np.sum(k * per <= floor))
+    source = f"{k:g} x CPU noise {how} ({policy.name}, {prec}"
+    source += f"; floor {floor:.3g} in {at_floor} of them)" if at_floor else ")"
+    return Tolerance(float(atol.max()), rtol, source, "max", atol, axis)
 
 
 def noise(a: list[np.ndarray], b: list[np.ndarray]) -> float:
@@ -132,10 +272,7 @@ class Verdict:
             "name": self.name,
             "shape": self.shape,
             "dtype": self.dtype,
-            "atol": self.tolerance.atol,
-            "rtol": self.tolerance.rtol,
-            "tolerance_source": self.tolerance.source,
-            "statistic": self.tolerance.statistic,
+            **self.tolerance.to_json(),
             "status": "PASS" if self.passed else "FAIL",
             "reason": self.reason,
             **self.metrics,
@@ -171,7 +308,9 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
     zero_err = err[~nonzero]
     out["required_rtol"] = (float("inf") if zero_err.any() else out["max_rel_error"]) if any_pair else None
     if tol is not None and any_pair:
-        bound = tol.atol + tol.rtol * np.abs(fa)
+        atol = tol.atol_at(ref.shape)
+        atol = np.ravel(atol)[both] if isinstance(atol, np.ndarray) else atol
+        bound = atol + tol.rtol * np.abs(fa)
         ratio = err / np.maximum(bound, np.finfo(np.float64).tiny)
         worst = int(np.argmax(ratio))
         idx = np.flatnonzero(both)[worst]
@@ -179,9 +318,10 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
             "index": [int(i) for i in np.unravel_index(idx, ref.shape)] if ref.ndim else [],
             "reference": float(fa[worst]),
             "got": float(fb[worst]),
+            "tolerance": float(bound[worst]),
             "error_over_tolerance": float(ratio[worst]),
         }
-        # The atol that passes every element with this rtol (what --tolerance would need).
+        # The one atol that passes every element with this rtol (what --tolerance would need).
         out["required_atol"] = float(np.max(err - tol.rtol * np.abs(fa), initial=0.0))
     if ref.ndim >= 1 and ref.shape[-1] >= 10 and ref.size // ref.shape[-1] <= 16 and both.all():  # classifier-like
         ra = ref.reshape(-1, ref.shape[-1]).astype(np.float64)
@@ -201,12 +341,13 @@ def judge(
     gots: list[np.ndarray],
     policy: Policy,
     precision: str = "fp32",
-    noise: float | None = None,
+    noise: float | Noise | None = None,
     step: float | None = None,
     tol: Tolerance | None = None,
     sides: tuple[str, str] = ("reference", "candidate"),
 ) -> Verdict:
-    """One output over every run. `tol` (a user's --tolerance) overrides the policy's."""
+    """One output over every run. `tol` (a user's --tolerance) overrides the policy's. `noise`:
+    the CPU noise of this output, one number or per element (noise_map)."""
     ref, got = np.stack(refs), np.stack([np.asarray(g) for g in gots])
     shape, dtype = list(refs[0].shape), str(refs[0].dtype)
     if ref.shape != got.shape:
@@ -238,13 +379,14 @@ def judge(
             verdict.passed = False
             verdict.reason = f"mean error {mean:.3g} is beyond {tol.atol:.3g} ({tol.source})"
         return verdict
-    bound = tol.atol + tol.rtol * np.abs(ref.astype(np.float64))
+    bound = tol.atol_at(ref.shape) + tol.rtol * np.abs(ref.astype(np.float64))
     over = int(np.sum(finite & (err > bound)))
     if over:
         verdict.passed = False
         w = m["worst"]
         verdict.reason = (
             f"{over} of {err.size} values beyond atol + rtol x |ref|; worst at {w['index']}: "
-            f"{w['got']:.6g} vs {w['reference']:.6g}, {w['error_over_tolerance']:.3g} x its tolerance"
+            f"{w['got']:.6g} vs {w['reference']:.6g}, {w['error_over_tolerance']:.3g} x its tolerance "
+            f"{w['tolerance']:.3g}"
         )
     return verdict

@@ -93,3 +93,63 @@ def test_noise_ignores_nonfinite_and_takes_the_worst_run() -> None:
     a = [np.array([1.0, np.nan]), np.array([2.0, 3.0])]
     b = [np.array([1.5, 0.0]), np.array([2.0, 3.25])]
     assert compare.noise(a, b) == pytest.approx(0.5)
+
+
+def packed_head(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A YOLO-like [1, 84, 100] head: 4 rows of box pixels (0..640, CPU noise 6e-5) and 80 rows of
+    class scores below 2e-4 (CPU noise 1e-11); the second CPU opinion of it."""
+    ref = np.concatenate([rng.uniform(0, 640, (1, 4, 100)), rng.uniform(0, 2e-4, (1, 80, 100))], axis=1)
+    noise = rng.standard_normal(ref.shape) * np.where(ref > 1, 6e-5, 1e-11)
+    return ref.astype(np.float32), (ref + noise).astype(np.float32)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_packed_scores_are_judged_on_their_own_noise(precision: str) -> None:
+    """Issue 22 item 3: one noise per tensor gave the scores the boxes' tolerance (2^14 x 6e-5 = 1
+    at fp16), so every score moved to 0.5 PASSed. Per slice, the score rows get their own."""
+    ref, cpu2 = packed_head(np.random.default_rng(1))
+    n = compare.noise_map([ref], [cpu2])
+    got = ref.copy()
+    got[:, 4:, :] = 0.5
+    v = judge("head", [ref], [got], EXECUTOR_VS_CPU, precision, n)
+    assert not v.passed and "8000 of 8400" in v.reason
+    assert v.tolerance.axis == 1 and v.tolerance.atol_map is not None and v.tolerance.atol_map.shape == (1, 84, 1)
+    assert "by slice along axis 1, 84 slices" in v.tolerance.source and "by slice along axis 1" in v.tolerance.rule()
+    if precision == "fp16":  # the one-number tolerance hid them
+        assert judge("head", [ref], [got], EXECUTOR_VS_CPU, precision, n.total).passed
+    # Unmutated, and each part moved within its own noise: PASS.
+    assert judge("head", [ref], [cpu2], EXECUTOR_VS_CPU, precision, n).passed
+    boxes = ref.copy()
+    boxes[:, :4, :] += np.float32(5e-4 if precision == "fp32" else 0.5)
+    assert judge("head", [ref], [boxes], EXECUTOR_VS_CPU, precision, n).passed
+    j = v.to_json()
+    assert j["atol_axis"] == 1 and len(j["atol_by_slice"]) == 84 and j["atol_min"] < j["atol"]
+    assert j["decides"].startswith("every element within atol")
+
+
+def test_slices_of_one_kind_keep_the_outputs_noise() -> None:
+    """A sigmoid map whose columns peak at 0.2 .. 1 is one kind of value: a column whose own
+    noise probe saw little keeps the output's noise (selfie_segmentation, normal inputs)."""
+    rng = np.random.default_rng(2)
+    ref = rng.uniform(0, 1, (1, 64, 64, 1)) * np.linspace(0.2, 1.0, 64)[None, None, :, None]
+    cpu2 = ref + rng.standard_normal(ref.shape) * 1e-6 * (np.arange(64) > 32)[None, None, :, None]
+    n = compare.noise_map([ref], [cpu2])
+    t = compare.tolerance(EXECUTOR_VS_CPU, "fp32", n)
+    assert t.atol_map is None and t.atol == pytest.approx(10 * n.total) and "one noise" in t.source
+
+
+def test_tiny_and_one_element_outputs_do_not_collapse_with_noise_maps() -> None:
+    flag = np.array([[6.1e-10]], np.float32)
+    n = compare.noise_map([flag], [flag])  # both CPU kernels agree bit for bit
+    assert judge("flag", [flag], [flag + np.float32(1e-13)], EXECUTOR_VS_CPU, "fp32", n).passed
+    assert judge("flag", [flag], [flag + np.float32(1e-13)], EXECUTOR_VS_CPU, "fp16", n).passed
+    assert not judge("flag", [flag], [flag + np.float32(0.3)], EXECUTOR_VS_CPU, "fp16", n).passed
+    zeros = np.zeros((1, 128, 4), np.float32)  # a range of 0, slices and all
+    n = compare.noise_map([zeros], [zeros])
+    assert compare.tolerance(EXECUTOR_VS_CPU, "fp32", n).atol == 1e-5
+    assert judge("z", [zeros], [zeros + np.float32(5e-6)], EXECUTOR_VS_CPU, "fp32", n).passed
+    # A slice of zeros beside large values: its own noise (0), never below the floor.
+    mixed = np.concatenate([np.full((1, 128, 1), 500.0), np.zeros((1, 128, 1))], axis=2).astype(np.float32)
+    n = compare.noise_map([mixed], [mixed + np.float32(1e-4) * (mixed > 0)])
+    t = compare.tolerance(EXECUTOR_VS_CPU, "fp32", n)
+    assert t.atol_map is not None and float(t.atol_map.min()) == 1e-5 and t.atol == pytest.approx(10 * n.total)
