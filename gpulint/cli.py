@@ -517,12 +517,18 @@ def _verify_text(result: Any) -> str:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
     if result.noise_probe:
         lines.append(f"  CPU noise: {result.noise_probe}")
+    if result.cpu_reference:
+        lines.append(f"  CPU reference: {result.cpu_reference}")
     for o in result.outputs:
         lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
         for kind, v in o.comparisons().items():
             lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}: {_verdict_text(v)}")
             if v.reason:
                 lines.append(f"             {clean(v.reason, 500)}")
+        if o.hybrid_gap is not None and o.hybrid_gap["max_abs_error"] is not None:
+            g = o.hybrid_gap
+            gap = f"max abs {g['max_abs_error']:.3g}, max rel {g['max_rel_error']:.3g}"
+            lines.append(f"    hybrid kernels vs float (information): {gap}")
         f = o.first_nonfinite
         if f is not None:
             where = f"op {f['op_index']} {f['op']} -> {clean(f['tensor'], 200)}" if f.get("op") else f["note"]
@@ -552,11 +558,7 @@ def _verdict_text(v: Any) -> str:
     m, t = v.metrics, v.tolerance
     if not m:
         return ""
-    rule = (
-        f"atol {t.atol:.3g} + rtol {t.rtol:.3g} x |ref| per element"
-        if t.statistic == "max"
-        else f"mean error <= {t.atol:.3g}"
-    )
+    rule = t.rule()
     if m["max_abs_error"] is None:
         return f"no value is a number on both sides; tolerance {rule} ({t.source})"
     text = (

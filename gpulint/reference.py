@@ -74,6 +74,56 @@ def adapt_inputs(inputs: list[np.ndarray], model: Model, seed: int) -> list[np.n
     return inputs if all(a is b for a, b in zip(out, inputs, strict=True)) else out
 
 
+# -- dynamic-range (hybrid) models -----------------------------------------------------------
+
+QUANTIZED_WEIGHTS = ("INT8", "UINT8", "INT16")
+
+
+def hybrid_ops(model: Model) -> list[int]:
+    """Ops of the main subgraph that LiteRT runs with hybrid kernels: a float activation in, a
+    quantized constant (a dynamic-range int8 weight) beside it, a float result. Those kernels
+    quantize the activation to int8 on the fly; the GPU delegate dequantizes the weight once and
+    computes in float."""
+    sg = model.subgraphs[0]
+    found = []
+    for index, op in enumerate(sg.operators):
+        if model.op_name(op) in ("DEQUANTIZE", "QUANTIZE"):
+            continue
+        ins = [sg.tensors[t] for t in op.inputs if t >= 0]
+        consts = [t for t in ins if model.tensor_data(t) is not None]
+        runtime = [t for t in ins if model.tensor_data(t) is None]
+        quantized = [
+            t for t in consts if t.type in QUANTIZED_WEIGHTS and t.quantization is not None and t.quantization.scale
+        ]
+        outs = [sg.tensors[t].type for t in op.outputs if t >= 0]
+        if quantized and any(t.type == "FLOAT32" for t in runtime) and outs and all(o == "FLOAT32" for o in outs):
+            found.append(index)
+    return found
+
+
+def float_twin(model: Model) -> Model:
+    """`model` with the quantized constant weights of its hybrid ops dequantized to float32 (per
+    tensor or per channel, as the delegate dequantizes them): the same graph, computed in float.
+    Changes `model` in place and returns it; tensor names stay, so intermediates still match."""
+    from gpulint.passes.edit import add_const, dequantize
+
+    sg = model.subgraphs[0]
+    made: dict[int, int] = {}
+    for index in hybrid_ops(model):
+        op = sg.operators[index]
+        for k, t in enumerate(op.inputs):
+            tensor = sg.tensors[t] if t >= 0 else None
+            if tensor is None or tensor.type not in QUANTIZED_WEIGHTS or model.tensor_data(tensor) is None:
+                continue
+            if t not in made:
+                value = dequantize(model, tensor)
+                if value is None:
+                    continue
+                made[t] = add_const(model, sg, f"{tensor.name}/dequantized", value)
+            op.inputs[k] = made[t]
+    return model
+
+
 # The child gets at most this much address space: a model that claims huge tensors fails to
 # allocate there instead of taking the machine's memory (pose_detection runs in well under it).
 CHILD_MEMORY = 1 << 30
@@ -104,6 +154,23 @@ def run_all_tensors(
         _child_run([ALL_TENSORS, model_path], [dst], inputs, timeout)
         with np.load(dst) as z:
             return {k: z[k] for k in z.files}
+
+
+def run_all_tensors_with_noise(
+    model_path: str | os.PathLike[str], inputs: list[np.ndarray], timeout: float | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every tensor after one run, and every tensor after a run on the inputs moved one ulp each
+    (one child). The interpreter keeps its tensors only on its builtin kernels, so the second
+    CPU opinion for intermediates is the nudge: a rounding-sized change at the input, grown
+    through the network as its own rounding is (see run_with_noise)."""
+    with tempfile.TemporaryDirectory(prefix="gpulint-ref-") as tmp:
+        dsts = [Path(tmp, "all.npz"), Path(tmp, "nudged.npz")]
+        _child_run([ALL_TENSORS, model_path, ALL_TENSORS, NUDGED, model_path], dsts, inputs, timeout)
+        loaded = []
+        for dst in dsts:
+            with np.load(dst) as z:
+                loaded.append({k: z[k] for k in z.files})
+        return loaded[0], loaded[1]
 
 
 def run_models(
@@ -155,13 +222,14 @@ def _outputs(dst: Path) -> list[np.ndarray]:
 
 ALL_TENSORS = "--all-tensors"  # marks the next model as one whose every tensor is saved
 NOISE = "--noise"  # marks the next model as one to run twice: XNNPACK, then a second opinion
-FLAGS = (ALL_TENSORS, NOISE)
+NUDGED = "--nudged"  # marks the next model as one to run on the inputs moved one ulp each
+FLAGS = (ALL_TENSORS, NOISE, NUDGED)
 
 
 def _child_run(
     model_args: Sequence[str | os.PathLike[str]], dsts: list[Path], inputs: list[np.ndarray], timeout: float | None
 ) -> None:
-    """`model_args`: model paths, each optionally preceded by flags (ALL_TENSORS, BUILTIN)."""
+    """`model_args`: model paths, each optionally preceded by flags (ALL_TENSORS, NOISE, NUDGED)."""
     model_paths = [m for m in model_args if m not in FLAGS]
     limit = timeout if timeout is not None else time_limit(model_paths)
     names = ", ".join(dict.fromkeys(map(str, model_paths)))
@@ -207,8 +275,9 @@ def _child(src: str, args: list[str]) -> None:
             continue
         model_path, dst = a, next(rest)
         every, noise = ALL_TENSORS in flags, NOISE in flags
+        feed = _nudged(inputs) if NUDGED in flags else inputs
         flags = set()
-        it = _fed(Interpreter(model_path=model_path, experimental_preserve_all_tensors=every), inputs)
+        it = _fed(Interpreter(model_path=model_path, experimental_preserve_all_tensors=every), feed)
         it.invoke()
         if every:
             np.savez(dst, **_all_tensors(it))  # type: ignore[arg-type]

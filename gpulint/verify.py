@@ -8,9 +8,15 @@
 
 Either can FAIL, so which one is to blame is a fact, not a guess. Both go through
 `gpulint.compare`, whose tolerances come from the CPU's own noise: every CPU run is made twice,
-on XNNPACK and on the interpreter's builtin kernels, and how far those two disagree per output
-scales the tolerance (see compare.py for the policies and the numbers behind them). A NaN or
-Inf on one side where the other has a number FAILs, naming the first op that produced it.
+on XNNPACK and on the interpreter's builtin kernels, and how far those two disagree, element by
+element, scales the tolerance (see compare.py for the policies and the numbers behind them). A
+NaN or Inf on one side where the other has a number FAILs, naming the first op that produced it.
+
+A dynamic-range model (int8 weights beside float activations) runs on LiteRT's hybrid kernels,
+which quantize each activation to int8 on the fly; the GPU delegate dequantizes the weights once
+and computes in float. Like is compared with like: the CPU side of both comparisons runs the
+same graph with those weights dequantized to float32 (reference.float_twin), and the gap between
+the hybrid kernels and that float computation is reported per output, as information.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class OutputResult:
     rewrite: Verdict
     executor: Verdict
     first_nonfinite: dict[str, Any] | None = None  # the op that first made a NaN/Inf
+    hybrid_gap: dict[str, Any] | None = None  # the CPU's hybrid kernels against float (information)
 
     @property
     def passed(self) -> bool:
@@ -78,6 +85,7 @@ class OutputResult:
             "rewrite": self.rewrite.to_json(),
             "executor": ex,
             "first_nonfinite": self.first_nonfinite,
+            "hybrid_gap": self.hybrid_gap,
         }
 
 
@@ -91,6 +99,7 @@ class VerifyResult:
     partitions: list[dict[str, Any]]
     outputs: list[OutputResult] = field(default_factory=list)
     noise_probe: str = ""
+    cpu_reference: str = ""  # what the CPU side ran, where it is not the model as given
     attribution: str = ""
     bisect: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -109,6 +118,7 @@ class VerifyResult:
             "runs": self.runs,
             "partitions": self.partitions,
             "noise_probe": self.noise_probe,
+            "cpu_reference": self.cpu_reference,
             "outputs": [o.to_json() for o in self.outputs],
             "attribution": self.attribution,
             "bisect": self.bisect,
@@ -208,11 +218,52 @@ def _cpu_runs(path: Path, inputs: list[list[np.ndarray]]) -> _Cpu:
     return _Cpu([n.outputs for n in noisy], [n.second for n in noisy], noisy[0].probe if noisy else "")
 
 
+HYBRID_NOTE = (
+    "LiteRT's hybrid kernels quantize each activation to int8 on the fly; the GPU delegate "
+    "dequantizes the int8 weights once and computes in float"
+)
+
+
+@dataclass
+class _Twins:
+    """Float twins (hybrid weights dequantized) of the original and the candidate, where they
+    have hybrid ops: files in a temporary folder, or None."""
+
+    original: Path | None
+    candidate: Path | None
+    ops: int  # the candidate's hybrid ops (the original's when the candidate has none)
+
+
+def _float_twins(req: Request, original: Model, candidate: Model, tmp: str) -> _Twins:
+    from gpulint.model import read, write
+
+    cand_path = req.candidate_path or req.model_path
+    paths: list[Path | None] = []
+    counts = []
+    for name, model, path in (("original", original, req.model_path), ("candidate", candidate, cand_path)):
+        ops = reference.hybrid_ops(model)
+        counts.append(len(ops))
+        if not ops:
+            paths.append(None)
+            continue
+        twin = Path(tmp, f"{name}.float.tflite")
+        write(reference.float_twin(read(path)), twin, allow_loss=True)
+        paths.append(twin)
+    return _Twins(paths[0], paths[1], counts[1] or counts[0])
+
+
 def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
+    with tempfile.TemporaryDirectory(prefix="gpulint-verify-") as tmp:
+        return _verify(req, original, candidate, device, tmp)
+
+
+def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp: str) -> VerifyResult:
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
     same_model = req.candidate_path is None and req.reference is None
-    # The original on the CPU interpreter (or a saved run of it), then the candidate there.
+    twins = _float_twins(req, original, candidate, tmp)
+    # The original on the CPU interpreter (or a saved run of it), then the candidate there. A
+    # model with hybrid ops runs as its float twin; the hybrid run is kept for the gap.
     if req.reference is not None:
         all_inputs, saved = load_reference(req.reference)
         orig = _Cpu(saved, None)
@@ -221,12 +272,15 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
             all_inputs = [load_inputs(req.inputs, original)]
         else:
             all_inputs = [reference.random_inputs(original, req.seed + r, req.distribution) for r in range(req.runs)]
-        orig = _cpu_runs(req.model_path, all_inputs)
+        orig = _cpu_runs(twins.original or req.model_path, all_inputs)
     if req.save_reference is not None:
         save_reference(req.save_reference, all_inputs, orig.outputs)
     cand_inputs = [reference.adapt_inputs(x, candidate, req.seed + r) for r, x in enumerate(all_inputs)]
     cand_path = req.candidate_path or req.model_path
-    cand = orig if same_model else _cpu_runs(cand_path, cand_inputs)
+    cand = orig if same_model and req.reference is None else _cpu_runs(twins.candidate or cand_path, cand_inputs)
+    hybrid = None
+    if twins.candidate is not None:  # the candidate's hybrid kernels, for the gap alone
+        hybrid = [reference.run(cand_path, x) for x in cand_inputs]
     seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -256,7 +310,16 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
         parts,
         noise_probe=cand.probe,
     )
+    if twins.original is not None or twins.candidate is not None:
+        result.cpu_reference = (
+            f"{twins.ops} hybrid (dynamic-range) op(s): the CPU interpreter runs the same graph with their "
+            f"int8 weights dequantized to float32, as the GPU delegate computes it ({HYBRID_NOTE}); "
+            "the hybrid kernels' gap to that is reported per output, as information"
+        )
     result.outputs = _judge_all(req, original, candidate, orig, cand, all_gots, same_model)
+    if hybrid is not None:
+        for i, o in enumerate(result.outputs):
+            o.hybrid_gap = _gap([c[i] for c in cand.outputs], [h[i] for h in hybrid])
     if not result.passed:
         clock = time.perf_counter()
         rewrite = any(not o.rewrite.passed for o in result.outputs)
@@ -266,12 +329,21 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
             + ": "
             + "; ".join([t for t, bad in ((REWRITE_FAULT, rewrite), (EXECUTOR_FAULT, executor)) if bad])
         )
-        _find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0])
+        _find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0], twins)
         if req.bisect:
-            result.bisect = _bisect(req, original, candidate, device, all_inputs[0], cand_inputs[0], rewrite)
+            result.bisect = _bisect(
+                req, original, candidate, device, all_inputs[0], cand_inputs[0], rewrite, twins, result
+            )
         seconds["diagnose"] = time.perf_counter() - clock
     result.seconds = {k: round(v, 3) for k, v in seconds.items()}
     return result
+
+
+def _gap(floats: list[np.ndarray], hybrids: list[np.ndarray]) -> dict[str, Any]:
+    """How far the CPU's hybrid kernels are from the float computation on one output."""
+    m = compare.metrics(np.stack(floats), np.stack(hybrids))
+    keep = ("max_abs_error", "mean_abs_error", "max_rel_error", "cosine_similarity")
+    return {**{k: m[k] for k in keep}, "reason": HYBRID_NOTE}
 
 
 REWRITE_FAULT = "the candidate differs from the original on the CPU interpreter"
@@ -310,15 +382,14 @@ def _judge_all(
         refs = [r[i] for r in orig.outputs]
         cpu = [c[i] for c in cand.outputs]
         gots = [np.asarray(g[i]) for g in all_gots]
-        cand_noise = compare.noise(cpu, [s[i] for s in cand.second]) if cand.second is not None else None
+        cand_noise = _noise(cand, i)
         if same_model:
             rewrite = compare.judge(name, refs, cpu, rewrite_policy, "fp32", 0.0, None, Tolerance(0.0))
             rewrite.tolerance.source = "the candidate is the original: identical by construction"
         else:
-            noises = [n for n in (cand_noise, _noise(orig, i)) if n is not None]
             step = compare.quant_step(original, i) if dropped or refs[0].dtype.kind in "iu" else None
             rewrite = compare.judge(
-                name, refs, cpu, rewrite_policy, "fp32", max(noises) if noises else None, step,
+                name, refs, cpu, rewrite_policy, "fp32", compare.Noise.larger(cand_noise, _noise(orig, i)), step,
                 sides=("original on the CPU", "candidate on the CPU"),
             )  # fmt: skip
         step = compare.quant_step(candidate, i)
@@ -330,8 +401,11 @@ def _judge_all(
     return out
 
 
-def _noise(cpu: _Cpu, i: int) -> float | None:
-    return compare.noise([o[i] for o in cpu.outputs], [s[i] for s in cpu.second]) if cpu.second is not None else None
+def _noise(cpu: _Cpu, i: int) -> compare.Noise | None:
+    """Output i's CPU noise, element by element (None: not measured, a saved reference)."""
+    if cpu.second is None:
+        return None
+    return compare.noise_map([o[i] for o in cpu.outputs], [s[i] for s in cpu.second])
 
 
 # -- diagnosis: the first op that made a NaN, the first op that diverges ---------------------------
@@ -373,12 +447,20 @@ def _const(model: Model, t: Any) -> np.ndarray | None:
 
 
 def _find_nonfinite(
-    req: Request, original: Model, candidate: Model, device: Device, result: VerifyResult, ref_in: Any, cand_in: Any
+    req: Request,
+    original: Model,
+    candidate: Model,
+    device: Device,
+    result: VerifyResult,
+    ref_in: Any,
+    cand_in: Any,
+    twins: _Twins,
 ) -> None:
     """For each output with a NaN/Inf on one side only: where it came from, on that side."""
+    cand_cpu = twins.candidate or req.candidate_path or req.model_path
     for o in result.outputs:
         for verdict, (which, path, model, feed) in (
-            (o.rewrite, ("candidate on the CPU", req.candidate_path or req.model_path, candidate, cand_in)),
+            (o.rewrite, ("candidate on the CPU", cand_cpu, candidate, cand_in)),
             (o.executor, ("executor", None, candidate, cand_in)),
         ):
             m = verdict.metrics
@@ -387,7 +469,7 @@ def _find_nonfinite(
             if m["nonfinite_in_candidate"]:
                 o.first_nonfinite = _locate(path, model, feed, device, req, which)
             elif m["nonfinite_in_reference"]:
-                ref_path = req.model_path if verdict is o.rewrite else (req.candidate_path or req.model_path)
+                ref_path = (twins.original or req.model_path) if verdict is o.rewrite else cand_cpu
                 ref_model = original if verdict is o.rewrite else candidate
                 feed = ref_in if verdict is o.rewrite else cand_in
                 o.first_nonfinite = _locate(ref_path, ref_model, feed, device, req, "CPU interpreter")
@@ -437,55 +519,89 @@ def _bisect(
     ref_in: Any,
     cand_in: Any,
     rewrite: bool,
+    twins: _Twins,
+    result: VerifyResult,
 ) -> dict[str, Any]:
     """The first op, in the candidate's execution order, whose output differs from the tensor of
     the same name: the candidate's on the CPU against the original's there when the rewrite
-    FAILs, else the executor's against the candidate's on the CPU."""
-    cand_path = req.candidate_path or req.model_path
+    FAILs, else the executor's against the candidate's on the CPU.
+
+    Each tensor is judged as the outputs are, against its own CPU noise (the reference side run
+    again on inputs one ulp away: the interpreter keeps intermediates only on its builtin
+    kernels, so XNNPACK cannot be the second opinion here), so accumulation-order noise grown
+    through the network is not blamed on the op where it crosses a floor. When an output FAILed
+    on NaN/Inf, the first op whose output has a NaN/Inf where the other side has a number is
+    named, not an earlier op whose finite values drift (that one is kept as `drift_before`)."""
+    cand_path = twins.candidate or req.candidate_path or req.model_path
+    nonfinite = any(v.metrics.get("nonfinite_mismatch") for o in result.outputs for v in o.comparisons().values())
+    kind = "rewrite" if rewrite else "executor"
     if rewrite:
-        expected = reference.run_all_tensors(req.model_path, ref_in)
+        expected, second = reference.run_all_tensors_with_noise(twins.original or req.model_path, ref_in)
         got = reference.run_all_tensors(cand_path, cand_in)
         quant = {t.name: t.quantization for t in original.subgraphs[0].tensors}
         policy, precision = compare.REWRITE_PROOF, "fp32"
     else:
-        expected = reference.run_all_tensors(cand_path, cand_in)
+        expected, second = reference.run_all_tensors_with_noise(cand_path, cand_in)
         got = _executor_tensors(candidate, device, req, cand_in)
         quant = {t.name: t.quantization for t in candidate.subgraphs[0].tensors}
         policy, precision = compare.EXECUTOR_VS_CPU, req.precision
     sg = candidate.subgraphs[0]
     compared = 0
+    drift: dict[str, Any] | None = None
     for index, op in enumerate(sg.operators):
         for t in op.outputs:
             name = sg.tensors[t].name
             if name not in expected or name not in got:
                 continue
-            ref = _as_float(expected[name], quant.get(name))
-            value = _as_float(got[name], quant.get(name))
+            q = quant.get(name)
+            ref = _as_float(expected[name], q)
+            value = _as_float(got[name], q)
             if ref is None or value is None or ref.shape != value.shape:
                 continue
             compared += 1
-            q = quant.get(name)
-            step = None  # float tensors: the policy's floor; int8 ones: quantization steps of the tensor
+            step = None  # float tensors: their CPU noise; int8 ones: quantization steps of the tensor
             if expected[name].dtype.kind in "iu" and q is not None and q.scale:
                 step = float(q.scale[0])
-            res = compare.judge(name, [ref], [value], policy, precision, None, step)
-            if not res.passed:
-                return {
-                    "comparison": "rewrite" if rewrite else "executor",
-                    "op": clean(candidate.op_name(op), 60),
-                    "op_index": index,
-                    "tensor": clean(name, 200),
-                    "max_abs_error": res.metrics["max_abs_error"],
-                    "tolerance": res.tolerance.atol,
-                    "rtol": res.tolerance.rtol,
-                    "reason": res.reason,
-                    "compared": compared,
-                }
+            nudged = _as_float(second[name], q) if name in second else None
+            noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
+            res = compare.judge(name, [ref], [value], policy, precision, noise, step)
+            if res.passed or (nonfinite and not res.metrics.get("nonfinite_mismatch")):
+                if not res.passed and drift is None:
+                    drift = _divergence(kind, candidate, op, index, name, res, compared)
+                continue
+            found = _divergence(kind, candidate, op, index, name, res, compared)
+            if drift is not None:
+                found["drift_before"] = drift
+            return found
+    first = next((o.first_nonfinite for o in result.outputs if o.first_nonfinite and o.first_nonfinite.get("op")), None)
+    if nonfinite and first is not None:  # the NaN is seen on one side only (the executor's run)
+        return {
+            "comparison": kind,
+            **{k: first[k] for k in ("op", "op_index", "tensor")},
+            "reason": f"first NaN/Inf, seen on the {first.get('found_on', first['side'])}",
+            "compared": compared,
+            **({"drift_before": drift} if drift is not None else {}),
+        }
     return {
-        "comparison": "rewrite" if rewrite else "executor",
+        "comparison": kind,
         "op": None,
         "compared": compared,
-        "note": "no intermediate tensor diverges; the outputs' tolerance is tighter",
+        "note": "no intermediate tensor diverges beyond its CPU noise; the outputs' tolerance is tighter",
+    }
+
+
+def _divergence(kind: str, model: Model, op: Any, index: int, name: str, res: Verdict, compared: int) -> dict[str, Any]:
+    return {
+        "comparison": kind,
+        "op": clean(model.op_name(op), 60),
+        "op_index": index,
+        "tensor": clean(name, 200),
+        "max_abs_error": res.metrics.get("max_abs_error"),
+        "tolerance": res.tolerance.atol,
+        "rtol": res.tolerance.rtol,
+        "tolerance_source": res.tolerance.source,
+        "reason": res.reason,
+        "compared": compared,
     }
 
 
