@@ -9,6 +9,7 @@ quantization and control-flow rules, and the partition plan.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +109,7 @@ class Linter:
         target: Target,
         quantized: bool = True,
         rules: dict[str, Rule] | None = None,
-        targets: dict[str, Target] | None = None,
+        targets: Mapping[str, Target] | None = None,
         backends: tuple[str, ...] | None = None,
     ) -> None:
         self.target = target
@@ -204,8 +205,9 @@ class Linter:
         findings: list[Finding] = []
         placements: list[Placement] = []
         plans: list[SubgraphPlan] = []
-        for si in range(len(model.subgraphs)):
-            graph = Graph.of(model, si)
+        graphs = [Graph.of(model, si) for si in range(len(model.subgraphs))]
+        for graph in graphs:
+            si = graph.index
             sigs = graph.signatures()
             placed = [self.place(s) for s in sigs]
             plan = plan_subgraph(graph, sigs, placed, self.target.max_partitions)
@@ -225,8 +227,8 @@ class Linter:
             findings.extend(self._partition_checks(graph, plan, placed))
             findings.extend(self._op_rules(graph, sigs, placed, plan))
             findings.extend(self._subgraph_rules(graph, plan))
-        findings.extend(self._model_rules(model))
-        refusal = find_refusal(model)
+        findings.extend(self._model_rules(model, graphs))
+        refusal = find_refusal(model, graphs)
         if refusal is not None:
             # Partition findings describe a split that never happens once the graph is refused.
             findings = [f for f in findings if f.code not in PARTITION_CODES]
@@ -408,11 +410,10 @@ class Linter:
                     out.append(self.finding("GPU504", {"tensor": t.name, "signature": sig_shape}, si))
         return out
 
-    def _model_rules(self, model: Model) -> list[Finding]:
+    def _model_rules(self, model: Model, graphs: list[Graph]) -> list[Finding]:
         counts: dict[str, int] = {}
-        for si, sg in enumerate(model.subgraphs):
-            graph = Graph.of(model, si)
-            for i, t in enumerate(sg.tensors):
+        for graph in graphs:
+            for i, t in enumerate(graph.subgraph.tensors):
                 if t.type in ("INT8", "UINT8", "INT16") and not graph.is_const(i):
                     counts[str(t.type)] = counts.get(str(t.type), 0) + 1
         out = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -264,7 +265,7 @@ _OP_KEYS = (
 )
 
 
-def parse_target(text: str, where: str, known: dict[str, Target]) -> Target:
+def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
     v = _Validator(where)
     doc = v.mapping(_load(text, where), None)
     v.keys(doc, _TARGET_KEYS, _TARGET_OPTIONAL)
@@ -395,9 +396,9 @@ def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
 BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019", "litert-gpu")
 
 
-def load_targets(extra: list[Path] | None = None) -> dict[str, Target]:
+def load_targets(extra: list[Path] | None = None) -> Targets:
     """The built-in targets, then any user packs (which may use the built-ins as `base`)."""
-    known: dict[str, Target] = dict(_builtin_targets())
+    known = Targets()
     for path in extra or []:
         try:
             text = path.read_text("utf-8")
@@ -408,15 +409,35 @@ def load_targets(extra: list[Path] | None = None) -> dict[str, Target]:
         t = parse_target(text, str(path), known)
         if t.name in known:
             raise PackError(f"{path}: target `{t.name}` is already defined ({known[t.name].path})")
-        known[t.name] = t
+        known.extra[t.name] = t
     return known
+
+
+class Targets(Mapping[str, Target]):
+    """Targets by name. A built-in pack is parsed on first use (its base first), so a `check` run
+    pays only for the targets it reads, not for every pack shipped."""
+
+    def __init__(self) -> None:
+        self.extra: dict[str, Target] = {}
+
+    def __getitem__(self, name: str) -> Target:
+        if name in self.extra:
+            return self.extra[name]
+        if name not in BUILTIN_TARGETS:
+            raise KeyError(name)
+        return _builtin_target(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((*BUILTIN_TARGETS, *self.extra))
+
+    def __len__(self) -> int:
+        return len(BUILTIN_TARGETS) + len(self.extra)
 
 
 @cache
-def _builtin_targets() -> dict[str, Target]:
-    known: dict[str, Target] = {}
-    folder = resources.files("gpulint.rules").joinpath("targets")
-    for name in BUILTIN_TARGETS:
-        text = folder.joinpath(f"{name}.yaml").read_text("utf-8")
-        known[name] = parse_target(text, f"gpulint/rules/targets/{name}.yaml", known)
-    return known
+def _builtin_target(name: str) -> Target:
+    text = resources.files("gpulint.rules").joinpath("targets", f"{name}.yaml").read_text("utf-8")
+    return parse_target(text, f"gpulint/rules/targets/{name}.yaml", _BUILTINS)
+
+
+_BUILTINS = Targets()  # no user packs: what a built-in pack's `base` is looked up in

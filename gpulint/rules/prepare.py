@@ -110,9 +110,9 @@ class Refusal:
 class _Prepared:
     """One subgraph prepared in execution order, as far as its first dynamic-sized output."""
 
-    def __init__(self, model: Model, index: int, depth: int = 0) -> None:
+    def __init__(self, model: Model, index: int, depth: int = 0, graph: Graph | None = None) -> None:
         self.model = model
-        self.graph = Graph.of(model, index)
+        self.graph = graph or Graph.of(model, index)
         self.depth = depth
         self.persistent: set[int] = set()
         self.refusal = self._run()
@@ -237,10 +237,11 @@ class _Prepared:
         return None
 
 
-def find_refusal(model: Model) -> Refusal | None:
-    """The interpreter's refusal of a static-shapes-only delegate, if it refuses one."""
+def find_refusal(model: Model, graphs: list[Graph] | None = None) -> Refusal | None:
+    """The interpreter's refusal of a static-shapes-only delegate, if it refuses one (`graphs`:
+    each subgraph's Graph, when the caller has them already)."""
     for si in range(len(model.subgraphs)):
-        refusal = _Prepared(model, si).refusal
+        refusal = _Prepared(model, si, graph=graphs[si] if graphs else None).refusal
         if refusal is not None:
             return refusal
     return None

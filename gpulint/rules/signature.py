@@ -69,6 +69,7 @@ class Graph:
     producer: dict[int, int] = field(default_factory=dict)
     consumers: dict[int, list[int]] = field(default_factory=dict)
     folded_fp16: set[int] = field(default_factory=set)  # DEQUANTIZE ops of fp16 constants
+    _signatures: dict[int, OpSignature] = field(default_factory=dict, repr=False)  # checks ask for neighbours often
 
     @classmethod
     def of(cls, model: Model, index: int) -> Graph:
@@ -123,9 +124,11 @@ class Graph:
         )
 
     def signature(self, index: int) -> OpSignature:
+        if index in self._signatures:
+            return self._signatures[index]
         op = self.subgraph.operators[index]
         code = self.model.opcode(op)
-        return OpSignature(
+        sig = self._signatures[index] = OpSignature(
             graph=self,
             index=index,
             operator=op,
@@ -135,6 +138,7 @@ class Graph:
             inputs=[self.spec(t) for t in op.inputs],
             outputs=[self.spec(t) for t in op.outputs],
         )
+        return sig
 
     def signatures(self) -> list[OpSignature]:
         return [self.signature(i) for i in range(len(self.subgraph.operators))]
