@@ -364,3 +364,26 @@ def test_gpu203_mediapipe_shaders_take_version_1(version: int) -> None:
         "This case is not supported by TransformTensorBilinear."
     )
     assert found == ([] if version == 1 else [expected])
+
+
+def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
+    # The interpreter delegates subgraph 0, then 1, and stops at the first failure: OpenGL fails
+    # on subgraph 0's TRANSPOSE, OpenCL only on subgraph 1's BATCH_MATMUL (a failure on every backend).
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 4])
+    g.output(g.op("TRANSPOSE", [x, g.const("perm", np.array([0, 2, 1], np.int32))], [1, 4, 8]))
+    body = mb.subgraph("other")
+    y = body.input("y", [1, 4, 8])
+    body.output(body.op("BATCH_MATMUL", [y, body.const("w", np.zeros((2, 8, 8), np.float32))], [1, 4, 8]))
+    result = Linter(TARGETS["classic"]).lint(mb.build())
+    bmm = "`BATCH_MATMUL` (op 0): Not supported batched mat mul case"
+    assert result.backends == {
+        "opencl": {"init": "init-failure", "reason": f"subgraph 1, {bmm}"},
+        "opengl": {"init": "init-failure", "reason": "No shader implementation for transpose (at `TRANSPOSE`, op 0)"},
+    }
+    assert result.verdict == "init-failure"
+    assert result.reason == (
+        f"fails to initialize on the OpenCL backend: subgraph 1, {bmm}; on the OpenGL ES backend (devices "
+        "without OpenCL): No shader implementation for transpose (at `TRANSPOSE`, op 0)"
+    )

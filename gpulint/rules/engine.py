@@ -234,7 +234,10 @@ class Linter:
             findings = [f for f in findings if f.code not in PARTITION_CODES]
             findings.append(self._refuse(refusal, placements, plans))
         verdict, reason = model_verdict(plans)
-        return LintResult(findings, placements, plans, verdict, reason, self._backend_outcomes(plans), refusal)
+        outcomes = self._backend_outcomes(plans)
+        if verdict == "init-failure" and outcomes:
+            reason = self._init_failure_reason(outcomes)
+        return LintResult(findings, placements, plans, verdict, reason, outcomes, refusal)
 
     def _partition_checks(self, graph: Graph, plan: SubgraphPlan, placed: list[Placement]) -> list[Finding]:
         """Each backend's checks over the whole delegated partition (its values, its inputs and outputs)."""
@@ -294,20 +297,31 @@ class Linter:
         return self.finding("GPU202", values, refusal.subgraph, refusal.op_index, refusal.op, [refusal.tensor])
 
     def _backend_outcomes(self, plans: list[SubgraphPlan]) -> dict[str, dict[str, str]]:
+        """Each backend's init outcome. The interpreter hands the delegate its subgraphs in index
+        order and stops at the first that fails (core/interpreter.cc 433-450), so a backend's
+        failure is its first failing subgraph's, whether common to every backend or its own."""
         out: dict[str, dict[str, str]] = {}
         for backend in self.backends:
             if any(p.verdict == "refused" for p in plans):
                 out[backend.name] = {"init": "refused", "reason": plans[0].reason}
                 continue
-            common = next((p for p in plans if p.common_failure), None)
-            failing = next((p for p in plans if backend.name in p.backend_failures), None)
-            if common is not None:
-                out[backend.name] = {"init": "init-failure", "reason": common.common_failure}
-            elif failing is not None:
-                out[backend.name] = {"init": "init-failure", "reason": failing.backend_failures[backend.name]}
-            else:
-                out[backend.name] = {"init": "ok", "reason": ""}
+            out[backend.name] = {"init": "ok", "reason": ""}
+            for p in plans:
+                why = p.common_failure or p.backend_failures.get(backend.name, "")
+                if why:
+                    where = f"subgraph {p.subgraph}, " if p.subgraph else ""
+                    out[backend.name] = {"init": "init-failure", "reason": where + why}
+                    break
         return out
+
+    def _init_failure_reason(self, outcomes: dict[str, dict[str, str]]) -> str:
+        titles = {b.name: b.title for b in self.backends}
+        failing = {b: o["reason"] for b, o in outcomes.items() if o["init"] == "init-failure"}
+        ok = [titles[b] for b, o in outcomes.items() if o["init"] == "ok"]
+        if len(set(failing.values())) == 1 and not ok:
+            return f"the delegate fails to initialize on {next(iter(failing.values()))}"
+        fails = "; ".join(f"on the {titles[b]}: {why}" for b, why in failing.items())
+        return (f"initializes on the {' and '.join(ok)} but fails " if ok else "fails to initialize ") + fails
 
     def finding(
         self,
