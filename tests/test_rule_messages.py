@@ -387,3 +387,10 @@ def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
         f"fails to initialize on the OpenCL backend: subgraph 1, {bmm}; on the OpenGL ES backend (devices "
         "without OpenCL): No shader implementation for transpose (at `TRANSPOSE`, op 0)"
     )
+
+
+def test_every_rule_cites_public_sources() -> None:
+    # `gpulint rule` and the HTML report show these to users, who cannot open our research notes.
+    for rule in pack.builtin_rules().values():
+        assert rule.references, rule.code
+        assert not any("shared/" in r or "research" in r for r in rule.references), rule.code
