@@ -121,6 +121,10 @@ class Noise:
 
     diff: np.ndarray
     scale: np.ndarray
+    # How far below the output's range a slice must lie to be held to its own noise: 1 for a
+    # probe that measures the noise itself (XNNPACK against the builtin kernels), LOCAL_SCALE_GAP
+    # for one that only samples it (inputs one ulp away; see Noise.local).
+    gap: float = LOCAL_SCALE_GAP
 
     @staticmethod
     def larger(a: Noise | None, b: Noise | None) -> Noise | None:
@@ -128,7 +132,7 @@ class Noise:
         of two that do not have the same shape, the first)."""
         if a is None or b is None or a.diff.shape != b.diff.shape:
             return a if a is not None else b
-        return Noise(np.maximum(a.diff, b.diff), np.maximum(a.scale, b.scale))
+        return Noise(np.maximum(a.diff, b.diff), np.maximum(a.scale, b.scale), max(a.gap, b.gap))
 
     @property
     def total(self) -> float:
@@ -137,14 +141,16 @@ class Noise:
     def local(self) -> tuple[np.ndarray | float, int | None, str]:
         """(noise per slice, keepdims-shaped; or the one number), the axis, and how it was made.
 
-        A slice whose largest value is within LOCAL_SCALE_GAP of the output's largest keeps the
-        output's noise: it holds the same kind of value, and a thin noise probe can miss its own
-        noise (selfie_segmentation, normal inputs: a column of sigmoid values up to 0.21 whose
-        nudge noise was 10x below the executor's fp32 error there). A slice below that, a
-        different kind of value packed into the same tensor (a YOLO head's class scores beside
-        its box pixels), is held to its own noise, and to no less than the output's noise x
-        LOCAL_SCALE_GAP x its range / the output's. Of the axes whose slices hold
-        LOCAL_MIN_SLICE values or more, the one whose slices' noise spreads most is used.
+        A slice is held to its own noise, and to no less than the output's noise x `gap` x its
+        range / the output's range. With a probe that measures the noise (XNNPACK against the
+        builtin kernels, gap 1) every slice is: palm_detection_lite's 18 fields, 55 .. 487 px,
+        get 2.1e-4 .. 9.5e-4. With a probe that only samples it (inputs one ulp away, gap 16), a
+        slice within 16x of the output's range keeps the output's noise: the nudge missed the
+        noise of selfie_segmentation's columns of sigmoid values up to 0.21 (normal inputs: the
+        executor's fp32 error there was 10x the column's nudge noise). Either way a different
+        kind of value packed into the same tensor (a YOLO head's class scores beside its box
+        pixels) gets its own. Of the axes whose slices hold LOCAL_MIN_SLICE values or more, the
+        one whose slices' noise spreads most is used.
         """
         total, shape = self.total, self.diff.shape
         axes = [a for a in range(len(shape)) if shape[a] >= 2 and self.diff.size // shape[a] >= LOCAL_MIN_SLICE]
@@ -152,7 +158,7 @@ class Noise:
             why = "one noise for the output"
             why += "" if total == 0.0 else f" (no axis has slices of {LOCAL_MIN_SLICE}+ values)"
             return total, None, why
-        ratio = LOCAL_SCALE_GAP / max(float(self.scale.max()), np.finfo(np.float64).tiny)
+        ratio = self.gap / max(float(self.scale.max()), np.finfo(np.float64).tiny)
         best: tuple[float, int, np.ndarray] | None = None
         for a in axes:
             others = tuple(k for k in range(len(shape)) if k != a)
@@ -164,13 +170,13 @@ class Noise:
         assert best is not None
         spread, axis, per = best
         if float(per.min()) >= total:
-            return total, None, f"one noise for the output (no slice is {LOCAL_SCALE_GAP:g}x below its range)"
+            return total, None, f"one noise for the output (no slice is {self.gap:g}x below its range)"
         return per, axis, f"by slice along axis {axis}, {per.size} slices, noise {float(per.min()):.3g}..{total:.3g}"
 
 
-def noise_map(a: list[np.ndarray], b: list[np.ndarray]) -> Noise:
+def noise_map(a: list[np.ndarray], b: list[np.ndarray], gap: float = LOCAL_SCALE_GAP) -> Noise:
     """Per element, over every run: how far two CPU implementations' results for one output are
-    apart where both are finite, and the first's magnitude."""
+    apart where both are finite, and the first's magnitude. `gap`: see Noise."""
     diff: np.ndarray | None = None
     scale: np.ndarray | None = None
     for x, y in zip(a, b, strict=True):
@@ -182,7 +188,7 @@ def noise_map(a: list[np.ndarray], b: list[np.ndarray]) -> Noise:
         diff = d if diff is None else np.maximum(diff, d)
         scale = m if scale is None else np.maximum(scale, m)
     assert diff is not None and scale is not None, "no runs"
-    return Noise(diff, scale)
+    return Noise(diff, scale, gap)
 
 
 def tolerance(policy: Policy, precision: str, noise: float | Noise | None, step: float | None = None) -> Tolerance:

@@ -220,6 +220,7 @@ def _outputs(dst: Path) -> list[np.ndarray]:
         return [z[f"arr_{i}"] for i in range(len([k for k in z.files if k.startswith("arr_")]))]
 
 
+BUILTIN_PROBE = "XNNPACK vs builtin kernels"  # the second CPU opinion, where the builtin kernels run the model
 ALL_TENSORS = "--all-tensors"  # marks the next model as one whose every tensor is saved
 NOISE = "--noise"  # marks the next model as one to run twice: XNNPACK, then a second opinion
 NUDGED = "--nudged"  # marks the next model as one to run on the inputs moved one ulp each
@@ -289,7 +290,7 @@ def _child(src: str, args: list[str]) -> None:
         try:
             builtin = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
             it = _fed(Interpreter(model_path=model_path, experimental_op_resolver_type=builtin), inputs)
-            probe = "XNNPACK vs builtin kernels"
+            probe = BUILTIN_PROBE
         except (RuntimeError, ValueError) as e:
             it = _fed(Interpreter(model_path=model_path), _nudged(inputs))
             why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__

@@ -405,7 +405,8 @@ def _noise(cpu: _Cpu, i: int) -> compare.Noise | None:
     """Output i's CPU noise, element by element (None: not measured, a saved reference)."""
     if cpu.second is None:
         return None
-    return compare.noise_map([o[i] for o in cpu.outputs], [s[i] for s in cpu.second])
+    gap = 1.0 if cpu.probe == reference.BUILTIN_PROBE else compare.LOCAL_SCALE_GAP  # see compare.Noise
+    return compare.noise_map([o[i] for o in cpu.outputs], [s[i] for s in cpu.second], gap)
 
 
 # -- diagnosis: the first op that made a NaN, the first op that diverges ---------------------------

@@ -136,6 +136,12 @@ def test_slices_of_one_kind_keep_the_outputs_noise() -> None:
     n = compare.noise_map([ref], [cpu2])
     t = compare.tolerance(EXECUTOR_VS_CPU, "fp32", n)
     assert t.atol_map is None and t.atol == pytest.approx(10 * n.total) and "one noise" in t.source
+    # A probe that measures the noise itself (XNNPACK vs builtin kernels, gap 1): each slice its own
+    # (palm_detection_lite's fields), never below the output's noise scaled by the slice's range.
+    n = compare.noise_map([ref], [cpu2], gap=1.0)
+    t = compare.tolerance(EXECUTOR_VS_CPU, "fp32", n)
+    assert t.atol_map is not None and t.axis == 2 and t.atol == pytest.approx(10 * n.total)
+    assert float(t.atol_map.min()) == 1e-5  # a quiet column: its noise x 10 is below the floor
 
 
 def test_tiny_and_one_element_outputs_do_not_collapse_with_noise_maps() -> None:
