@@ -164,9 +164,6 @@ def corpus_answers(gl_oracle: Any) -> dict[str, OracleResult]:
 # to a file: these wait for the mechanism.
 OPEN = {
     "398": "MaxUnpooling2D: the shader fails to compile on Mesa's GLSL compiler (ivec4 from vec4)",
-    "CONCATENATION-v1-f32[1,8,8,4]-cf32[1,8,8,4]-axis=3": 'OpenGL "No shader implementation for const" for '
-    "a random constant input, while placements row 164 (an all-zero constant) builds",
-    "CONCATENATION-v1-f32[1,8,8,4]-cf32[1,8,8,4]-axis=1": "as the axis=3 case",
 }
 
 

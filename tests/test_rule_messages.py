@@ -394,3 +394,21 @@ def test_every_rule_cites_public_sources() -> None:
     for rule in pack.builtin_rules().values():
         assert rule.references, rule.code
         assert not any("shared/" in r or "research" in r for r in rule.references), rule.code
+
+
+@pytest.mark.parametrize(
+    ("value", "axis", "fails"),
+    [(1.0, 3, True), (0.0, 3, False), (0.0, 1, False), (0.0, 0, True)],  # batch: no padding made
+)
+def test_gpu203_opengl_constant_concat_operand(value: float, axis: int, fails: bool) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        shape = [1, 8, 8, 4]
+        c = g.const("c", np.full(shape, value, np.float32))
+        out = [d * 2 if i == axis else d for i, d in enumerate(shape)]
+        return g.op("CONCATENATION", [g.input("x", shape), c], out, options=dict(axis=axis))
+
+    found = messages(lint(single(build)), "GPU203")
+    expected = "`CONCATENATION` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+    assert [m for m in found if m.startswith(expected + "No shader implementation for const")] == (
+        [expected + "No shader implementation for const"] if fails else []
+    )

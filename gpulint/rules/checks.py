@@ -1133,6 +1133,24 @@ def _matrix_4x4(sig: OpSignature) -> bool:
 
 
 @check
+def gl_const_node(sig: OpSignature) -> str | None:
+    """A constant operand of CONCATENATION or PACK becomes a CONSTANT node in the builder
+    (model_builder.cc 507-518, 1640-1653), and gl/kernels/registry.cc has no shader for it. The one
+    way out is MakePaddingFromZerosConcat (transformations/make_padding.cc 48-98): a two-input
+    concat on H, W or C whose first all-zero constant operand becomes zero padding."""
+    consts = [t for t in sig.inputs if t.is_const]
+    if not consts:
+        return None
+    if sig.op == "CONCATENATION" and len(sig.inputs) == 2 and len(consts) == 1 and sig.outputs:
+        rank = sig.outputs[0].rank
+        axis = int(sig.options.get("axis", 0)) % max(rank, 1)
+        values = sig.const_values(consts[0])
+        if axis != 0 and rank in (2, 3, 4) and values is not None and not any(values):
+            return None  # ExtractAxisFromIndex: any axis but the batch is H, W or C
+    return "No shader implementation for const"
+
+
+@check
 def gl_pad_batch(sig: OpSignature) -> str | None:
     """gl/kernels/pad.cc 49-51 rejects padding of the batch. The builder (model_builder.cc
     1773-1784, PadOperationParser) reads 4x2 paddings as BHWC and 3x2 paddings as

@@ -234,6 +234,11 @@ def shape_cases() -> list[Case]:
     ):
         out.append(case("CONCATENATION", [x, rt(*b)], shape, axis=axis))
         out.append(case("CONCATENATION", [x, cst(*b)], shape, axis=axis))
+        # All zeros: MakePaddingFromZerosConcat turns the concat into a PAD unless on the batch axis.
+        out.append(case("CONCATENATION", [x, cst(*b, value=np.zeros(b))], shape, axis=axis, note="zeros"))
+    zeros = cst(1, 8, 8, 4, value=np.zeros((1, 8, 8, 4)))
+    out.append(case("CONCATENATION", [zeros, x], (1, 8, 8, 8), axis=3, note="zeros-first"))
+    out.append(case("CONCATENATION", [x, zeros, x], (1, 8, 8, 12), axis=3, note="zeros-of-three"))
     for s in ((1, 10), (2, 10), (1, 8, 8, 4), (1, 4, 10)):
         out.append(case("SOFTMAX", [rt(*s)], s, beta=1.0))
     out.append(case("MEAN", [x, cst(2, dtype="INT32", value=[1, 2])], (1, 1, 1, 4), keep_dims=True))
@@ -280,6 +285,7 @@ def shape_cases() -> list[Case]:
     out.append(case("CUMSUM", [rt(1, 8, 4), cst(dtype="INT32", value=1)], (1, 8, 4)))
     out.append(case("SPLIT", [cst(dtype="INT32", value=3), x], [((1, 8, 8, 2), "FLOAT32")] * 2, num_splits=2))
     out.append(case("PACK", [rt(1, 8, 4), rt(1, 8, 4)], (1, 2, 8, 4), values_count=2, axis=1))
+    out.append(case("PACK", [rt(1, 8, 4), cst(1, 8, 4)], (1, 2, 8, 4), values_count=2, axis=1))
     out.append(case("TILE", [x, cst(4, dtype="INT32", value=[1, 2, 1, 1])], (1, 16, 8, 4)))
     out.append(case("RESIZE_BILINEAR", [x, cst(2, dtype="INT32", value=[16, 16])], (1, 16, 16, 4)))
     out.append(case("RESIZE_NEAREST_NEIGHBOR", [x, cst(2, dtype="INT32", value=[16, 16])], (1, 16, 16, 4)))
