@@ -175,8 +175,13 @@ def run_clean(path: Path, device: Any, seeds: int, precision: str, distribution:
                 "shape": o.shape,
                 "passed": o.passed,
                 "atol": o.executor.tolerance.atol,
+                "atol_min": None
+                if o.executor.tolerance.atol_map is None
+                else float(o.executor.tolerance.atol_map.min()),
+                "axis": o.executor.tolerance.axis,
                 "rtol": o.executor.tolerance.rtol,
                 "why": o.executor.tolerance.source,
+                "hybrid_gap": None if o.hybrid_gap is None else o.hybrid_gap["max_abs_error"],
                 "worst": o.executor.metrics.get("worst", {}).get("error_over_tolerance"),
                 "reason": o.reason,
             }
@@ -217,6 +222,22 @@ def main() -> None:
         print(f"false FAILs: {len(fails)} of {len(clean)} verifies ({args.seeds} seeds each)")
         for r in fails:
             print(f"  {r['model']} {r['precision']} {r['distribution']}: {[o['reason'] for o in r['outputs']]}")
+        print("| model | output | fp32 atol | fp16 atol | why (fp16, uniform) | worst |")
+        print("|---|---|---|---|---|---:|")
+        for p in paths:
+            rows = [r for r in clean if r["model"] == p.stem]
+            for i, o in enumerate(rows[0]["outputs"] if rows else []):
+                atol = {}
+                for prec in ("fp32", "fp16"):
+                    u = next(r for r in rows if r["precision"] == prec and r["distribution"] == "uniform")["outputs"][i]
+                    low = f"{u['atol_min']:.2g}..{u['atol']:.2g}" if u["atol_min"] is not None else f"{u['atol']:.2g}"
+                    atol[prec] = low
+                why = next(r for r in rows if r["precision"] == "fp16" and r["distribution"] == "uniform")
+                why = why["outputs"][i]["why"]
+                worst = max((r["outputs"][i]["worst"] or 0.0) for r in rows)
+                print(
+                    f"| {p.stem} | {o['name']} {o['shape']} | {atol['fp32']} | {atol['fp16']} | {why} | {worst:.2f} |"
+                )
     if not args.skip_mutants:
         for p in paths:
             rows = run_mutants(p, device)
