@@ -278,6 +278,7 @@ class Linter:
                 part.delegated = False
             plan.cpu_ops = sorted(plan.delegated | set(plan.cpu_ops))
             plan.delegated = set()
+            plan.delegated_nodes = set()
             plan.final_partitions = 0
             plan.gpu_macs = 0
             plan.transfers = []
