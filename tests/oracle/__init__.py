@@ -22,8 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -42,6 +44,7 @@ RE_REPLACING = re.compile(
 )
 RE_RUN_SUMMARY = re.compile(r"^\s*(\d+ operations will run on the GPU|No operations will run on the GPU)")
 LOG_NOISE = ("ATTENTION: default value of option force_gl_renderer",)
+R = TypeVar("R")  # one harness's answer type
 
 
 @dataclass
@@ -109,37 +112,91 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def gl_oracle(paths: list[str | Path], cache: Path | None = CACHE) -> dict[str, OracleResult]:
+def gl_oracle(paths: Sequence[str | Path], cache: Path | None = CACHE) -> dict[str, OracleResult]:
     """Each file through the real GL delegate, keyed by the path as given (str)."""
     why = unavailable()
     if why:
         raise RuntimeError(why)
     folder = cache / f"gl-{_harness_key()}" if cache is not None else None
-    out: dict[str, OracleResult] = {}
+    return cached(paths, folder, _run_child, OracleResult)
+
+
+def cached(
+    paths: Sequence[str | Path], folder: Path | None, run: Callable[[list[str]], dict[str, R]], load: Callable[..., R]
+) -> dict[str, R]:
+    """Each file's answer, keyed by the path as given: from `folder`/<sha256>.json when there,
+    else from `run` (one child for every model; a new one after a model that kills it), and
+    stored unless the harness could not ask (outcome "error")."""
+    out: dict[str, R] = {}
     todo: list[tuple[str, str]] = []  # (path, sha)
     for p in paths:
         key, sha = str(p), _sha256(Path(p))
         hit = folder / f"{sha}.json" if folder is not None else None
         if hit is not None and hit.exists():
-            out[key] = OracleResult(**{**json.loads(hit.read_text()), "path": key})
+            out[key] = load(**{**json.loads(hit.read_text()), "path": key})
         else:
             todo.append((key, sha))
-    # one child for every model; a new one after a model that kills it
-    fresh: dict[str, OracleResult] = {}
+    fresh: dict[str, R] = {}
     rest = [p for p, _ in todo]
     while rest:
-        done = _run_child(rest)
-        fresh.update(done)
+        fresh.update(run(rest))
         rest = [p for p in rest if p not in fresh]
     for key, sha in todo:
         res = fresh[key]
         out[key] = res
-        if folder is not None and res.outcome != "error":
+        if folder is not None and getattr(res, "outcome", "") != "error":
             folder.mkdir(parents=True, exist_ok=True)
             tmp = folder / f".{sha}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps(asdict(res)))
+            tmp.write_text(json.dumps(asdict(res)))  # type: ignore[call-overload]
             tmp.replace(folder / f"{sha}.json")
     return out
+
+
+@dataclass
+class ChildRun:
+    """One oracle child over a batch of models: its answers by model number, its fd 2, how it ended."""
+
+    answers: dict[int, dict[str, Any]]
+    stderr: str
+    rc: int | None  # None: it hung and was killed
+    wall: float
+
+    @property
+    def started(self) -> bool:
+        return "@@ORACLE READY" in self.stderr
+
+    def death(self) -> str:
+        """How the child ended, for the model it died on."""
+        if self.rc is None:
+            return f"timed out after {self.wall:.0f} s"
+        return f"killed by {signal.Signals(-self.rc).name}" if self.rc < 0 else f"exit status {self.rc}"
+
+
+def run_child(child: Path, paths: list[str], env: dict[str, str]) -> ChildRun:
+    """`child` in the oracle venv, fed the model paths on stdin; it answers `@@ORACLE RESULT n json`
+    on stdout and marks each model's log with `@@ORACLE BEGIN/END n` on fd 2."""
+    timeout = CHILD_TIMEOUT_BASE + CHILD_TIMEOUT_PER_MODEL * len(paths)
+    with tempfile.TemporaryDirectory(prefix="gpulint-oracle-") as tmp:
+        fin, fout, ferr = (Path(tmp) / n for n in ("in", "out", "err"))
+        fin.write_text("".join(os.path.abspath(p) + "\n" for p in paths))
+        with open(fin) as i, open(fout, "w") as o, open(ferr, "w") as e:
+            proc = subprocess.Popen([str(VENV / "bin" / "python"), str(child)], stdin=i, stdout=o, stderr=e, env=env)
+            t0 = time.monotonic()
+            rc: int | None
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+        wall = time.monotonic() - t0
+        stdout, stderr = fout.read_text(errors="replace"), ferr.read_text(errors="replace")
+    answers: dict[int, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("@@ORACLE RESULT "):
+            _, _, n, payload = line.split(" ", 3)
+            answers[int(n)] = json.loads(payload)
+    return ChildRun(answers, stderr, rc, wall)
 
 
 def _run_child(paths: list[str]) -> dict[str, OracleResult]:
@@ -149,39 +206,18 @@ def _run_child(paths: list[str]) -> dict[str, OracleResult]:
     env.setdefault("EGL_PLATFORM", "surfaceless")
     env.setdefault("force_gl_renderer", "renamed-llvmpipe")  # only for MediaPipe's own GL check
     env.pop("PYTHONPATH", None)
-    timeout = CHILD_TIMEOUT_BASE + CHILD_TIMEOUT_PER_MODEL * len(paths)
-    with tempfile.TemporaryDirectory(prefix="gpulint-oracle-") as tmp:
-        fin, fout, ferr = (Path(tmp) / n for n in ("in", "out", "err"))
-        fin.write_text("".join(os.path.abspath(p) + "\n" for p in paths))
-        with open(fin) as i, open(fout, "w") as o, open(ferr, "w") as e:
-            proc = subprocess.Popen([str(VENV / "bin" / "python"), str(CHILD)], stdin=i, stdout=o, stderr=e, env=env)
-            t0 = time.monotonic()
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
-        wall = time.monotonic() - t0
-        stdout, stderr = fout.read_text(errors="replace"), ferr.read_text(errors="replace")
-    answers: dict[int, dict] = {}
-    for line in stdout.splitlines():
-        if line.startswith("@@ORACLE RESULT "):
-            _, _, n, payload = line.split(" ", 3)
-            answers[int(n)] = json.loads(payload)
-    if "@@ORACLE READY" not in stderr:
-        why = f"the oracle child did not start (exit status {rc}): {stderr.strip()[-2000:]}"
-        return {p: OracleResult(p, "error", errors=[why], log=stderr[-4000:]) for p in paths}
-    logs = _split_log(stderr)
+    run = run_child(CHILD, paths, env)
+    if not run.started:
+        why = f"the oracle child did not start (exit status {run.rc}): {run.stderr.strip()[-2000:]}"
+        return {p: OracleResult(p, "error", errors=[why], log=run.stderr[-4000:]) for p in paths}
+    logs = split_log(run.stderr, LOG_NOISE)
     out: dict[str, OracleResult] = {}
     for n, path in enumerate(paths):
-        if n in answers:
-            out[path] = _result(path, answers[n], logs.get(n, ""))
+        if n in run.answers:
+            out[path] = _result(path, run.answers[n], logs.get(n, ""))
             continue
         # the first model without an answer: it began it and died (or hung), or died before it
-        how = f"timed out after {wall:.0f} s" if rc is None else f"exit status {rc}"
-        if rc is not None and rc < 0:
-            how = f"killed by {signal.Signals(-rc).name}"
+        how = run.death()
         last = [line for line in logs.get(n, "").splitlines() if not line.startswith("@@")][-1:]
         if last:
             how += f", after: {last[0][:200]}"
@@ -192,8 +228,9 @@ def _run_child(paths: list[str]) -> dict[str, OracleResult]:
     return out
 
 
-def _split_log(stderr: str) -> dict[int, str]:
-    """The child's fd 2, cut into each model's part by its BEGIN/END markers."""
+def split_log(stderr: str, noise: tuple[str, ...] = ()) -> dict[int, str]:
+    """The child's fd 2, cut into each model's part by its BEGIN/END markers (lines starting
+    with `noise` dropped)."""
     logs: dict[int, list[str]] = {}
     current: int | None = None
     for line in stderr.splitlines():
@@ -202,7 +239,7 @@ def _split_log(stderr: str) -> dict[int, str]:
             logs[current] = []
         elif line.startswith("@@ORACLE END "):
             current = None
-        elif current is not None and not line.startswith(LOG_NOISE):
+        elif current is not None and not (noise and line.startswith(noise)):
             logs[current].append(line)
     return {n: "\n".join(lines) for n, lines in logs.items()}
 

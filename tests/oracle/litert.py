@@ -19,25 +19,19 @@ import hashlib
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpulint.model import read
-from oracle import CACHE, VENV, _sha256
+from oracle import CACHE, VENV, cached, run_child, split_log
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "litert_child.py"
 PINS = "ai-edge-litert==2.3.0"  # the accelerator whose log lines the parser below reads
 STAMP = ".oracle-webgpu-ready"  # written by setup.sh --webgpu once Mesa >= 24 is there
-CHILD_TIMEOUT_BASE = 60.0
-CHILD_TIMEOUT_PER_MODEL = 30.0
 
 # The interpreter itself cannot build or prepare the model (no kernel for an op version, a CPU
 # kernel's own Prepare check, an unresolved custom op): the accelerator's answer is unknown.
@@ -108,84 +102,28 @@ def litert_oracle(paths: Sequence[str | Path], cache: Path | None = CACHE) -> di
     if why:
         raise RuntimeError(why)
     folder = cache / f"litert-{_harness_key()}" if cache is not None else None
-    out: dict[str, LiteRtResult] = {}
-    todo: list[tuple[str, str]] = []
-    for p in paths:
-        key, sha = str(p), _sha256(Path(p))
-        hit = folder / f"{sha}.json" if folder is not None else None
-        if hit is not None and hit.exists():
-            out[key] = LiteRtResult(**{**json.loads(hit.read_text()), "path": key})
-        else:
-            todo.append((key, sha))
-    fresh: dict[str, LiteRtResult] = {}
-    rest = [p for p, _ in todo]
-    while rest:
-        fresh.update(_run_child(rest))
-        rest = [p for p in rest if p not in fresh]
-    for key, sha in todo:
-        res = fresh[key]
-        out[key] = res
-        if folder is not None and res.outcome != "error":
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{sha}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps(asdict(res)))
-            tmp.replace(folder / f"{sha}.json")
-    return out
+    return cached(paths, folder, _run_child, LiteRtResult)
 
 
 def _run_child(paths: list[str]) -> dict[str, LiteRtResult]:
     """One child over `paths`: what it answered, and the model it died on (if any) as a crash."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    timeout = CHILD_TIMEOUT_BASE + CHILD_TIMEOUT_PER_MODEL * len(paths)
-    with tempfile.TemporaryDirectory(prefix="gpulint-litert-oracle-") as tmp:
-        fin, fout, ferr = (Path(tmp) / n for n in ("in", "out", "err"))
-        fin.write_text("".join(os.path.abspath(p) + "\n" for p in paths))
-        with open(fin) as i, open(fout, "w") as o, open(ferr, "w") as e:
-            proc = subprocess.Popen([str(VENV / "bin" / "python"), str(CHILD)], stdin=i, stdout=o, stderr=e, env=env)
-            t0 = time.monotonic()
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
-        wall = time.monotonic() - t0
-        stdout, stderr = fout.read_text(errors="replace"), ferr.read_text(errors="replace")
-    answers: dict[int, dict[str, Any]] = {}
-    for line in stdout.splitlines():
-        if line.startswith("@@ORACLE RESULT "):
-            _, _, number, payload = line.split(" ", 3)
-            answers[int(number)] = json.loads(payload)
-    if "@@ORACLE READY" not in stderr:
-        why = f"the LiteRT oracle child did not start (exit status {rc}): {stderr.strip()[-2000:]}"
-        return {p: LiteRtResult(p, "error", errors=[why], log=stderr[-4000:]) for p in paths}
-    logs = _split_log(stderr)
+    run = run_child(CHILD, paths, env)
+    if not run.started:
+        why = f"the LiteRT oracle child did not start (exit status {run.rc}): {run.stderr.strip()[-2000:]}"
+        return {p: LiteRtResult(p, "error", errors=[why], log=run.stderr[-4000:]) for p in paths}
+    logs = split_log(run.stderr)
     out: dict[str, LiteRtResult] = {}
     for n, path in enumerate(paths):
-        if n in answers:
-            out[path] = parse(path, answers[n], logs.get(n, ""))
+        if n in run.answers:
+            out[path] = parse(path, run.answers[n], logs.get(n, ""))
             continue
-        how = f"timed out after {wall:.0f} s" if rc is None else f"exit status {rc}"
-        if rc is not None and rc < 0:
-            how = f"killed by {signal.Signals(-rc).name}"
-        out[path] = LiteRtResult(path, "crash", errors=[f"the accelerator's process died on this model ({how})"])
+        out[path] = LiteRtResult(
+            path, "crash", errors=[f"the accelerator's process died on this model ({run.death()})"]
+        )
         break
     return out
-
-
-def _split_log(stderr: str) -> dict[int, str]:
-    logs: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in stderr.splitlines():
-        if line.startswith("@@ORACLE BEGIN "):
-            current = int(line.split()[2])
-            logs[current] = []
-        elif line.startswith("@@ORACLE END "):
-            current = None
-        elif current is not None:
-            logs[current].append(line)
-    return {n: "\n".join(lines) for n, lines in logs.items()}
 
 
 def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
