@@ -34,3 +34,19 @@ def gl_oracle() -> object:
     if why:
         pytest.skip(why)
     return oracle.gl_oracle
+
+
+@pytest.fixture(scope="session")
+def oracle_row_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path | str]:
+    """Each placements.yaml row as a one-op model file (or why it does not build), for both oracles."""
+    from oracle.models import placement_models
+
+    return placement_models(tmp_path_factory.mktemp("placements"))
+
+
+@pytest.fixture(scope="session")
+def oracle_grid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The generated one-op grid as model files, by case id, for both oracles."""
+    from oracle.models import grid_models
+
+    return grid_models(tmp_path_factory.mktemp("grid"))

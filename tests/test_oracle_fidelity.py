@@ -16,7 +16,6 @@ and `.venv/bin/python tests/test_oracle_fidelity.py` (the table itself).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +25,10 @@ import pytest
 from conftest import CORPUS_FILES, corpus_params
 from oracle import OracleResult
 from oracle.grid import cases
-from test_placements import ROWS, build, row_id
+from oracle.models import agreement_line, grid_models, placement_models
+from test_placements import ROWS, row_id
 
 from gpulint.check import Settings, check_file
-from gpulint.model import write
 
 # The oracle's settings: the GL delegate's defaults (quantized ops off), MediaPipe's build (its
 # custom GPU ops registered), and the OpenGL backend (the only one it has).
@@ -181,36 +180,21 @@ def test_corpus_model(request: pytest.FixtureRequest, path: Path, corpus_answers
 # -- (b) the placements table, one-op models --------------------------------------------------
 
 
-def built(folder: Path, name: str, model: Any) -> Path:
-    path = folder / f"{name}.tflite"
-    write(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
-def row_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("placements")
-    out: dict[str, Path] = {}
-    for i, row in enumerate(ROWS):
-        try:
-            out[f"{i}"] = built(folder, f"row{i}", build(row))
-        except Exception as e:  # the table's own test says why; here it is not a model
-            out[f"{i}"] = Path(f"unbuildable: {e}")
-    return out
-
-
-@pytest.fixture(scope="module")
-def row_answers(gl_oracle: Any, row_models: dict[str, Path]) -> dict[str, OracleResult]:
-    return gl_oracle(sorted({p for p in row_models.values() if p.exists()}))
+def row_answers(gl_oracle: Any, oracle_row_models: dict[int, Path | str]) -> dict[str, OracleResult]:
+    return gl_oracle([p for p in oracle_row_models.values() if isinstance(p, Path)])
 
 
 @pytest.mark.parametrize("i", range(len(ROWS)), ids=[f"{i}-{row_id(r)}" for i, r in enumerate(ROWS)])
 def test_placements_row(
-    request: pytest.FixtureRequest, i: int, row_models: dict[str, Path], row_answers: dict[str, OracleResult]
+    request: pytest.FixtureRequest,
+    i: int,
+    oracle_row_models: dict[int, Path | str],
+    row_answers: dict[str, OracleResult],
 ) -> None:
     expect_agreement(request, str(i))
-    path = row_models[str(i)]
-    if not path.exists():
+    path = oracle_row_models[i]
+    if not isinstance(path, Path):
         pytest.skip(f"row {i} does not build into a model ({path})")
     compare(f"placements.yaml row {i} ({row_id(ROWS[i])})", path, row_answers[str(path)])
 
@@ -221,22 +205,16 @@ GRID = cases()
 
 
 @pytest.fixture(scope="module")
-def grid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("grid")
-    return {c.id: built(folder, hashlib.sha1(c.id.encode()).hexdigest()[:16], c.build()) for c in GRID}
-
-
-@pytest.fixture(scope="module")
-def grid_answers(gl_oracle: Any, grid_models: dict[str, Path]) -> dict[str, OracleResult]:
-    return gl_oracle(list(grid_models.values()))
+def grid_answers(gl_oracle: Any, oracle_grid_models: dict[str, Path]) -> dict[str, OracleResult]:
+    return gl_oracle(list(oracle_grid_models.values()))
 
 
 @pytest.mark.parametrize("cid", [c.id for c in GRID])
 def test_grid_model(
-    request: pytest.FixtureRequest, cid: str, grid_models: dict[str, Path], grid_answers: dict[str, OracleResult]
+    request: pytest.FixtureRequest, cid: str, oracle_grid_models: dict[str, Path], grid_answers: dict[str, OracleResult]
 ) -> None:
     expect_agreement(request, cid)
-    path = grid_models[cid]
+    path = oracle_grid_models[cid]
     compare(f"grid {cid}", path, grid_answers[str(path)])
 
 
@@ -274,36 +252,13 @@ def table() -> str:  # pragma: no cover - a report, run by hand (see the module 
         lines.append(f"| {p.parent.name}/{p.stem} | " + " | ".join(row(answers[str(p)], p)) + " |")
     with tempfile.TemporaryDirectory() as tmp:
         groups = {
-            "placements.yaml rows": {
-                str(i): built(Path(tmp), f"row{i}", build(r)) for i, r in enumerate(ROWS) if _builds(r)
-            },
-            "generated grid": {
-                c.id: built(Path(tmp), hashlib.sha1(c.id.encode()).hexdigest()[:16], c.build()) for c in GRID
-            },
+            "placements.yaml rows": [p for p in placement_models(Path(tmp)).values() if isinstance(p, Path)],
+            "generated grid": list(grid_models(Path(tmp)).values()),
         }
-        for label, models in groups.items():
-            got = oracle.gl_oracle(list(models.values()))
-            rows = [row(got[str(p)], p) for p in models.values()]
-            decided = [r for r in rows if r[0] != "undecided"]
-            n = len(decided)
-
-            def share(k: int, rows: list[tuple[str, str, str, str]] = decided, n: int = n) -> str:
-                agree = sum(r[k] == "yes" for r in rows)
-                return f"{agree}/{n} ({100 * agree / max(n, 1):.0f}%)"
-
-            lines.append(
-                f"| {label} ({len(models)} one-op models, {len(models) - n} undecided) | "
-                f"{share(0)} | {share(1)} | {share(2)} | |"
-            )
+        for label, paths in groups.items():
+            got = oracle.gl_oracle(paths)
+            lines.append(agreement_line(label, [row(got[str(p)], p) for p in paths]))
     return "\n".join(lines)
-
-
-def _builds(row: dict[str, Any]) -> bool:
-    try:
-        build(row)
-    except Exception:
-        return False
-    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

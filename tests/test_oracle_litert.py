@@ -15,7 +15,6 @@ The table for README's Fidelity section: `.venv/bin/python tests/test_oracle_lit
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,10 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from oracle.grid import cases
-from test_placements import ROWS, build, row_id
+from oracle.models import agreement_line, grid_models, placement_models
+from test_placements import ROWS, row_id
 
 from gpulint.check import Settings, check_file
-from gpulint.model import write
 
 SETTINGS = Settings(target="litert-gpu")  # quantized ops on: the accelerator always allows them
 OUTSIDE = "outside the delegated partition"
@@ -165,30 +164,18 @@ def test_corpus_model(request: pytest.FixtureRequest, path: Path, corpus_answers
 
 
 @pytest.fixture(scope="module")
-def row_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    folder = tmp_path_factory.mktemp("litert-placements")
-    out: dict[int, Path] = {}
-    for i, row in enumerate(ROWS):
-        try:
-            out[i] = _built(folder, f"row{i}", build(row))
-        except Exception:  # the table's own test says why; here it is not a model
-            continue
-    return out
-
-
-@pytest.fixture(scope="module")
-def row_answers(litert_oracle: Any, row_models: dict[int, Path]) -> dict[str, Any]:
-    return dict(litert_oracle(list(row_models.values())))
+def row_answers(litert_oracle: Any, oracle_row_models: dict[int, Path | str]) -> dict[str, Any]:
+    return dict(litert_oracle([p for p in oracle_row_models.values() if isinstance(p, Path)]))
 
 
 @pytest.mark.parametrize("i", range(len(ROWS)), ids=[f"{i}-{row_id(r)}" for i, r in enumerate(ROWS)])
 def test_placements_row(
-    request: pytest.FixtureRequest, i: int, row_models: dict[int, Path], row_answers: dict[str, Any]
+    request: pytest.FixtureRequest, i: int, oracle_row_models: dict[int, Path | str], row_answers: dict[str, Any]
 ) -> None:
-    if i not in row_models:
-        pytest.skip(f"row {i} does not build into a model")
+    path = oracle_row_models[i]
+    if not isinstance(path, Path):
+        pytest.skip(f"row {i} does not build into a model ({path})")
     expect_agreement(request, f"row {i}")
-    path = row_models[i]
     compare(f"placements.yaml row {i} ({row_id(ROWS[i])})", path, row_answers[str(path)])
 
 
@@ -197,29 +184,17 @@ def test_placements_row(
 GRID = cases()
 
 
-def _built(folder: Path, cid: str, model: Any) -> Path:
-    path = folder / f"{hashlib.sha1(cid.encode()).hexdigest()[:16]}.tflite"
-    write(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
-def grid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("litert-grid")
-    return {c.id: _built(folder, c.id, c.build()) for c in GRID}
-
-
-@pytest.fixture(scope="module")
-def grid_answers(litert_oracle: Any, grid_models: dict[str, Path]) -> dict[str, Any]:
-    return dict(litert_oracle(list(grid_models.values())))
+def grid_answers(litert_oracle: Any, oracle_grid_models: dict[str, Path]) -> dict[str, Any]:
+    return dict(litert_oracle(list(oracle_grid_models.values())))
 
 
 @pytest.mark.parametrize("cid", [c.id for c in GRID])
 def test_grid_model(
-    request: pytest.FixtureRequest, cid: str, grid_models: dict[str, Path], grid_answers: dict[str, Any]
+    request: pytest.FixtureRequest, cid: str, oracle_grid_models: dict[str, Path], grid_answers: dict[str, Any]
 ) -> None:
     expect_agreement(request, cid)
-    path = grid_models[cid]
+    path = oracle_grid_models[cid]
     compare(f"grid {cid}", path, grid_answers[str(path)])
 
 
@@ -257,27 +232,13 @@ def table() -> str:  # pragma: no cover - a report, run by hand (see the module 
     for p in CORPUS_FILES:
         lines.append(f"| {p.parent.name}/{p.stem} | " + " | ".join(row(answers[str(p)], p)) + " |")
     with tempfile.TemporaryDirectory() as tmp:
-        groups: dict[str, list[Path]] = {"placements.yaml rows": [], "generated grid": []}
-        for i, r in enumerate(ROWS):
-            try:
-                groups["placements.yaml rows"].append(_built(Path(tmp), f"row{i}", build(r)))
-            except Exception:
-                continue
-        groups["generated grid"] = [_built(Path(tmp), c.id, c.build()) for c in GRID]
+        groups = {
+            "placements.yaml rows": [p for p in placement_models(Path(tmp)).values() if isinstance(p, Path)],
+            "generated grid": list(grid_models(Path(tmp)).values()),
+        }
         for label, paths in groups.items():
             got = litert.litert_oracle(paths)
-            rows = [row(got[str(p)], p) for p in paths]
-            decided = [r for r in rows if r[0] != "undecided"]
-            n = len(decided)
-
-            def share(k: int, decided: list[tuple[str, str, str, str]] = decided, n: int = n) -> str:
-                agree = sum(r[k] == "yes" for r in decided)
-                return f"{agree}/{n} ({100 * agree / max(n, 1):.0f}%)"
-
-            lines.append(
-                f"| {label} ({len(rows)} one-op models, {len(rows) - n} undecided) | "
-                f"{share(0)} | {share(1)} | {share(2)} | |"
-            )
+            lines.append(agreement_line(label, [row(got[str(p)], p) for p in paths]))
     return "\n".join(lines)
 
 
