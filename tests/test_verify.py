@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +76,25 @@ def test_verify_runs_cpu_partition_on_the_interpreter(tmp_path: Path) -> None:
     assert "REVERSE_V2" in cpu["summary"] and cpu["ran_on"] == "LiteRT CPU interpreter"
 
 
+def split_model_with_weight(
+    tmp_path: Path, name: str, at: tuple[int, ...], change: Callable[[float], float]
+) -> tuple[Path, Path]:
+    """split_model() written as orig.tflite, and a candidate in which one element of weight
+    `name` is changed."""
+    orig, cand = tmp_path / "orig.tflite", tmp_path / "candidate.tflite"
+    write(split_model(), orig)
+    bad = read(orig)
+    w = next(t for t in bad.subgraphs[0].tensors if t.name == name)
+    values = bad.tensor_data(w).copy()  # type: ignore[union-attr]
+    values[at] = change(float(values[at]))
+    bad.buffers[w.buffer].data = values.tobytes()
+    write(bad, cand)
+    return orig, cand
+
+
 @needs_device
 def test_corrupted_weight_fails_blames_rewrite_and_bisect_names_op(tmp_path: Path) -> None:
-    model = split_model()
-    orig = tmp_path / "orig.tflite"
-    write(model, orig)
-    bad = read(orig)
-    sg = bad.subgraphs[0]
-    w1 = next(t for t in sg.tensors if t.name == "w1")
-    values = bad.tensor_data(w1).copy()  # type: ignore[union-attr]
-    values[0, 1, 1, 0] += 50.0
-    bad.buffers[w1.buffer].data = values.tobytes()
-    cand = tmp_path / "bad.tflite"
-    write(bad, cand)
+    orig, cand = split_model_with_weight(tmp_path, "w1", (0, 1, 1, 0), lambda v: v + 50.0)
     code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
     assert code == 1 and out["status"] == "FAIL"
     assert str(out["attribution"]).startswith("rewrite:")  # the CPU-vs-CPU comparison FAILs: a fact
@@ -279,16 +286,7 @@ def test_executor_kernels_keep_nan(precision: str) -> None:
 @needs_device
 def test_nan_producing_candidate_fails_and_names_the_op(tmp_path: Path) -> None:
     """One NaN in a weight: the executor's RELU used to turn it into 0 ("max abs 0", PASS)."""
-    model = split_model()
-    orig = tmp_path / "orig.tflite"
-    write(model, orig)
-    bad = read(orig)
-    w2 = next(t for t in bad.subgraphs[0].tensors if t.name == "w2")
-    values = bad.tensor_data(w2).copy()  # type: ignore[union-attr]
-    values[1, 1, 1, 2] = np.nan
-    bad.buffers[w2.buffer].data = values.tobytes()
-    cand = tmp_path / "nan.tflite"
-    write(bad, cand)
+    orig, cand = split_model_with_weight(tmp_path, "w2", (1, 1, 1, 2), lambda v: np.nan)
     code, out = verify_json(str(orig), "--candidate", str(cand))
     assert code == 1 and out["status"] == "FAIL"
     (o,) = out["outputs"]  # type: ignore[misc]
@@ -450,16 +448,7 @@ def test_bisect_names_the_nan_op_not_an_earlier_drift(tmp_path: Path) -> None:
 def test_bisect_judges_intermediates_on_their_noise(tmp_path: Path) -> None:
     """Every intermediate is judged against its own CPU noise (the reference side on inputs one
     ulp away), as the outputs are, not at the floor alone."""
-    model = split_model()
-    orig = tmp_path / "orig.tflite"
-    write(model, orig)
-    bad = read(orig)
-    w1 = next(t for t in bad.subgraphs[0].tensors if t.name == "w1")
-    values = bad.tensor_data(w1).copy()  # type: ignore[union-attr]
-    values[0, 1, 1, 0] += 50.0
-    bad.buffers[w1.buffer].data = values.tobytes()
-    cand = tmp_path / "bad.tflite"
-    write(bad, cand)
+    orig, cand = split_model_with_weight(tmp_path, "w1", (0, 1, 1, 0), lambda v: v + 50.0)
     code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
     b = out["bisect"]
     assert code == 1 and b["tensor"] == "conv1" and "drift_before" not in b  # type: ignore[index,operator]
