@@ -517,6 +517,8 @@ def _verify_text(result: Any) -> str:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
     if result.noise_probe:
         lines.append(f"  CPU noise: {result.noise_probe}")
+    for r in result.integer_inputs:
+        lines.append(f"  input {r['input']}: random integers in [{r['low']}, {r['high']}]: {r['note']}")
     if result.cpu_reference:
         lines.append(f"  CPU reference: {result.cpu_reference}")
     for o in result.outputs:

@@ -8,6 +8,7 @@ and writes the outputs to another. A crash or a refusal comes back as ReferenceE
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gpulint.model.ir import NUMPY_DTYPES, Model
+from gpulint.text import clean
 
 
 class ReferenceError(RuntimeError):
@@ -29,7 +31,8 @@ class ReferenceError(RuntimeError):
 
 def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") -> list[np.ndarray]:
     """Seeded inputs for the main subgraph: uniform [-1, 1) or standard normal floats, quantized
-    through the input's scale for quantized inputs, small integers for other ints."""
+    through the input's scale for quantized inputs, other integers inside the range the graph
+    implies (integer_range)."""
     rng = np.random.default_rng(seed)
     sg = model.subgraphs[0]
     out = []
@@ -53,9 +56,115 @@ def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") ->
             zp = q.zero_point[0] if q.zero_point else 0
             out.append(np.clip(np.round(values / q.scale[0]) + zp, info.min, info.max).astype(dtype))
         else:
-            info = np.iinfo(dtype)
-            lo, hi = max(info.min, -128), min(info.max, 127)
-            out.append(rng.integers(lo, hi + 1, shape).astype(dtype))
+            r = integer_range(model, i)
+            out.append(rng.integers(r.low, r.high + 1, shape).astype(dtype))
+    return out
+
+
+# -- integer inputs: the range the graph implies --------------------------------------------------
+
+# Ops that hand an integer tensor on with its values unchanged: op -> the input slot that carries
+# the values (None: every input, as CONCATENATION and PACK). A CAST keeps the values too.
+PASS_THROUGH: dict[str, int | None] = {
+    "RESHAPE": 0,
+    "SQUEEZE": 0,
+    "EXPAND_DIMS": 0,
+    "CAST": 0,
+    "TRANSPOSE": 0,
+    "SLICE": 0,
+    "STRIDED_SLICE": 0,
+    "TILE": 0,
+    "BROADCAST_TO": 0,
+    "UNPACK": 0,
+    "SPLIT": 1,
+    "SPLIT_V": 0,
+    "CONCATENATION": None,
+    "PACK": None,
+}
+UNKNOWN_HIGH = 3  # an integer input no op bounds: small non-negative values, safe as indices and counts
+
+
+@dataclass
+class IntRange:
+    low: int
+    high: int  # inclusive
+    source: str  # what implies the range; "" where nothing does
+
+
+def integer_range(model: Model, input_tensor: int) -> IntRange:
+    """The values an integer input of the main subgraph may take, from the ops that read it
+    (through ops that pass values on unchanged): indices into a GATHER / GATHER_ND /
+    EMBEDDING_LOOKUP table lie in [0, rows), ONE_HOT indices in [0, depth). The kernels reject
+    an index out of range (gather.cc, embedding_lookup.cc in LiteRT's tflite/kernels), so random
+    values outside it make the reference fail before anything is compared."""
+    sg = model.subgraphs[0]
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for oi, op in enumerate(sg.operators):
+        for slot, t in enumerate(op.inputs):
+            readers.setdefault(t, []).append((oi, slot))
+    bounds: list[tuple[int, str]] = []
+    seen, todo = {input_tensor}, [input_tensor]
+    while todo:
+        t = todo.pop()
+        for oi, slot in readers.get(t, []):
+            op = sg.operators[oi]
+            name = model.op_name(op)
+            if name in PASS_THROUGH and PASS_THROUGH[name] in (None, slot):
+                for out in op.outputs:
+                    if out >= 0 and out not in seen:
+                        seen.add(out)
+                        todo.append(out)
+                continue
+            bound = _index_bound(model, op, name, slot)
+            if bound is not None:
+                bounds.append((bound[0], f"{bound[1]} (op {oi})"))
+    bounds = [b for b in bounds if b[0] > 0]
+    if not bounds:
+        return IntRange(0, UNKNOWN_HIGH, "")
+    n, why = min(bounds)
+    return IntRange(0, n - 1, why)
+
+
+def _index_bound(model: Model, op: Any, name: str, slot: int) -> tuple[int, str] | None:
+    """How many values an op's input `slot` may index, and what says so; None: not an index."""
+    sg = model.subgraphs[0]
+
+    def shape(k: int) -> list[int]:
+        return sg.tensors[op.inputs[k]].shape if len(op.inputs) > k and op.inputs[k] >= 0 else []
+
+    opts = op.builtin_options.values if op.builtin_options is not None else {}
+    if name == "GATHER" and slot == 1 and shape(0):
+        axis = int(opts.get("axis", 0) or 0)
+        axis += len(shape(0)) if axis < 0 else 0
+        if 0 <= axis < len(shape(0)):
+            return shape(0)[axis], f"indices into GATHER's table of {shape(0)[axis]} along axis {axis}"
+    if name == "EMBEDDING_LOOKUP" and slot == 0 and shape(1):
+        return shape(1)[0], f"ids into EMBEDDING_LOOKUP's table of {shape(1)[0]} rows"
+    if name == "GATHER_ND" and slot == 1 and shape(0) and shape(1) and shape(1)[-1] > 0:
+        dims = shape(0)[: shape(1)[-1]]
+        return min(dims), f"indices into GATHER_ND's table of shape {shape(0)}"
+    if name == "ONE_HOT" and slot == 0 and len(op.inputs) > 1:
+        depth = model.tensor_data(sg.tensors[op.inputs[1]])
+        if depth is not None and np.asarray(depth).size == 1:
+            return int(np.asarray(depth).ravel()[0]), f"ONE_HOT indices of depth {int(np.asarray(depth).ravel()[0])}"
+    return None
+
+
+def integer_inputs(model: Model) -> list[dict[str, Any]]:
+    """For each integer input random_inputs draws (not quantized, not bool): its range and why,
+    or a note that nothing in the graph says, pointing at --inputs."""
+    sg = model.subgraphs[0]
+    out = []
+    for i in sg.inputs:
+        t = sg.tensors[i]
+        dtype = NUMPY_DTYPES.get(t.type) if isinstance(t.type, str) else None
+        if dtype is None or dtype.kind not in "iu":
+            continue
+        if t.quantization is not None and t.quantization.scale and len(t.quantization.scale) == 1:
+            continue
+        r = integer_range(model, i)
+        note = r.source or "no op of the model says what range it takes; give real values with --inputs FILE.npz"
+        out.append({"input": clean(t.name, 200), "low": r.low, "high": r.high, "source": r.source, "note": note})
     return out
 
 
@@ -260,8 +369,40 @@ def _spawn(args: list[str], limit: float, names: str) -> None:
     if proc.returncode < 0:
         raise ReferenceError(f"the LiteRT interpreter crashed ({signal.Signals(-proc.returncode).name}) on {names}")
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        raise ReferenceError(f"the LiteRT interpreter refused {names}: {lines[-1] if lines else '?'}")
+        raise ReferenceError(f"the LiteRT interpreter cannot run {names}: {interpreter_message(proc.stderr)}")
+
+
+# LiteRT's error reporter appends each message to the last without a separator: a kernel's check
+# ("gather.cc:166 cond was not true."), its own text, then "Node number N (OP) failed to invoke.".
+_NODE = re.compile(r"Node number (\d+) \(([^)]*)\) failed to (\w+)\.?")
+_CHECK = re.compile(r"(\S+\.cc:\d+) (.*?) was not true\.")
+_SEE = re.compile(r"See instructions: \S+")
+
+
+def interpreter_message(stderr: str) -> str:
+    """One sentence from the child's stderr: the last exception's text (all its lines), split
+    where LiteRT ran its messages together. "GATHER (node 0) failed to invoke: gather index out
+    of bounds (gather.cc:166: indices_has_only_positive_elements)"."""
+    lines = [ln.rstrip() for ln in stderr.strip().splitlines() if ln.strip()]
+    start = max((k for k, ln in enumerate(lines) if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", ln)), default=None)
+    text = " ".join(lines[start:] if start is not None else lines[-1:]) or "?"
+    text = re.sub(r"^[A-Za-z_.]*(Error|Exception): ", "", text)
+    text = _SEE.sub("", text)
+    node = _NODE.search(text)
+    if node is not None:
+        text = (text[: node.start()] + " " + text[node.end() :]).strip()
+    check = _CHECK.search(text)
+    where = ""
+    if check is not None:
+        where = f"{check.group(1)}: {check.group(2)}"
+        text = (text[: check.start()] + " " + text[check.end() :]).strip()
+    text = re.sub(r"\s+", " ", text).strip().rstrip(".")
+    text = text or (f"check failed at {where}" if where else "")
+    if where and not text.startswith("check failed"):
+        text += f" ({where})"
+    if node is not None:
+        text = f"{node.group(2)} (node {node.group(1)}) failed to {node.group(3)}" + (f": {text}" if text else "")
+    return clean(text, 600) or "?"
 
 
 def _child(src: str, args: list[str]) -> None:

@@ -99,6 +99,7 @@ class VerifyResult:
     partitions: list[dict[str, Any]]
     outputs: list[OutputResult] = field(default_factory=list)
     noise_probe: str = ""
+    integer_inputs: list[dict[str, Any]] = field(default_factory=list)  # random ints: their range, and why
     cpu_reference: str = ""  # what the CPU side ran, where it is not the model as given
     attribution: str = ""
     bisect: dict[str, Any] | None = None
@@ -118,6 +119,7 @@ class VerifyResult:
             "runs": self.runs,
             "partitions": self.partitions,
             "noise_probe": self.noise_probe,
+            "integer_inputs": self.integer_inputs,
             "cpu_reference": self.cpu_reference,
             "outputs": [o.to_json() for o in self.outputs],
             "attribution": self.attribution,
@@ -310,6 +312,8 @@ def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp
         parts,
         noise_probe=cand.probe,
     )
+    if req.inputs is None and req.reference is None:
+        result.integer_inputs = reference.integer_inputs(original)
     if twins.original is not None or twins.candidate is not None:
         result.cpu_reference = (
             f"{twins.ops} hybrid (dynamic-range) op(s): the CPU interpreter runs the same graph with their "

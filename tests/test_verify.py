@@ -453,3 +453,79 @@ def test_bisect_judges_intermediates_on_their_noise(tmp_path: Path) -> None:
     b = out["bisect"]
     assert code == 1 and b["tensor"] == "conv1" and "drift_before" not in b  # type: ignore[index,operator]
     assert "rewrite-proof" in b["tolerance_source"]  # type: ignore[index]
+
+
+# -- integer inputs ---------------------------------------------------------------------------------
+
+
+def token_model() -> Model:
+    """ids INT64 [1, 16] -> CAST -> RESHAPE -> EMBEDDING_LOOKUP (1000 rows), the same ids ->
+    GATHER (300 rows), and a second integer input `step` that only an ADD reads."""
+    rng = np.random.default_rng(7)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    ids = g.input("ids", [1, 16], dtype="INT64")
+    step = g.input("step", [1], dtype="INT32")
+    ids32 = g.op("CAST", [ids], [1, 16], dtype="INT32", out_name="ids32")
+    flat = g.op("RESHAPE", [ids32, g.const("shape", np.array([16], np.int32))], [16], dtype="INT32", out_name="flat")
+    table = g.const("table", rng.standard_normal((1000, 8)).astype(np.float32))
+    g.output(g.op("EMBEDDING_LOOKUP", [flat, table], [16, 8], out_name="emb"))
+    small = g.const("small", rng.standard_normal((300, 4)).astype(np.float32))
+    g.output(g.op("GATHER", [small, ids32], [1, 16, 4], options=dict(axis=0), out_name="gathered"))
+    one = g.const("one", np.array([1], np.int32))
+    g.output(g.op("ADD", [step, one], [1], dtype="INT32", out_name="next_step"))
+    return mb.build()
+
+
+@needs_device
+def test_integer_inputs_stay_inside_the_tables_they_index(tmp_path: Path) -> None:
+    """Issue 15 item 3: random token ids used to include negatives and values past the table,
+    so the reference ended in exit 2. They are drawn inside the smallest table they index; an
+    integer input nothing bounds gets a small range and a note pointing at --inputs."""
+    path = tmp_path / "tokens.tflite"
+    write(token_model(), path)
+    code, out = verify_json(str(path), "--runs", "3")
+    assert code == 0, out
+    ids, step = out["integer_inputs"]  # type: ignore[misc]
+    assert (ids["input"], ids["low"], ids["high"]) == ("ids", 0, 299) and "GATHER's table of 300" in ids["note"]
+    assert step["input"] == "step" and step["source"] == "" and "--inputs" in step["note"]
+    text = runner.invoke(app, ["verify", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "input step: random integers in [0, 3]: no op of the model says what range it takes" in text.stdout
+
+
+def test_integer_range_follows_the_readers() -> None:
+    from gpulint import reference
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    a = g.input("a", [1, 4, 2], dtype="INT32")
+    b = g.input("b", [4], dtype="INT32")
+    params = g.const("params", np.zeros((5, 7, 3), np.float32))
+    g.output(g.op("GATHER_ND", [params, a], [1, 4, 3], out_name="nd"))
+    squeezed = g.op("EXPAND_DIMS", [b, g.const("axis", np.array(0, np.int32))], [1, 4], dtype="INT32")
+    depth, on, off = (
+        g.const(n, np.array(v, dt)) for n, v, dt in (("d", 6, np.int32), ("on", 1, np.float32), ("off", 0, np.float32))
+    )
+    g.output(g.op("ONE_HOT", [squeezed, depth, on, off], [1, 4, 6], options=dict(axis=-1), out_name="hot"))
+    model = mb.build()
+    sg = model.subgraphs[0]
+    nd, hot = (reference.integer_range(model, t) for t in sg.inputs)
+    assert (nd.low, nd.high) == (0, 4) and "GATHER_ND" in nd.source  # the smaller of 5 and 7
+    assert (hot.low, hot.high) == (0, 5) and "ONE_HOT" in hot.source
+    x = reference.random_inputs(model, 0)
+    assert x[0].min() >= 0 and x[0].max() <= 4 and x[1].max() <= 5
+
+
+@needs_device
+def test_interpreter_errors_are_one_sentence(tmp_path: Path) -> None:
+    """LiteRT's error reporter runs a kernel's check, its message and "Node number N (OP) failed
+    to invoke." together ("... [0, 999]Node number 1"); the user gets one sentence."""
+    path = tmp_path / "tokens.tflite"
+    write(token_model(), path)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, ids=np.full((1, 16), 5000, np.int64), step=np.zeros(1, np.int32))
+    r = runner.invoke(app, ["verify", str(path), "--inputs", str(bad)])
+    assert r.exit_code == 2 and "Node number" not in r.stderr and "Traceback" not in r.output
+    assert "failed to invoke: " in r.stderr and "out of bounds" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
