@@ -37,6 +37,18 @@ def gl_oracle() -> object:
 
 
 @pytest.fixture(scope="session")
+def litert_oracle() -> object:
+    """LiteRT's GPU accelerator (tests/oracle/litert.py): `litert_oracle(paths) -> {path: LiteRtResult}`.
+    Skips, saying why, where `make oracle-webgpu` could not set it up."""
+    from oracle import litert
+
+    why = litert.unavailable()
+    if why:
+        pytest.skip(why)
+    return litert.litert_oracle
+
+
+@pytest.fixture(scope="session")
 def oracle_row_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path | str]:
     """Each placements.yaml row as a one-op model file (or why it does not build), for both oracles."""
     from oracle.models import placement_models

@@ -41,6 +41,7 @@ class Prediction:
     reasons: set[tuple[str, str]] = field(default_factory=set)
     verdict: str = ""
     reason: str = ""
+    summaries: list[tuple[int, int]] = field(default_factory=list)  # as LiteRtResult.summaries
 
 
 def predict(path: str | Path) -> Prediction:
@@ -51,8 +52,8 @@ def predict(path: str | Path) -> Prediction:
     plan = r.plans[0]
     delegated = 0 if outcome == "refused" else len(plan.delegated_nodes)
     reasons = set()
-    for p in r.ops:
-        if p.subgraph == 0 and p.placement == "cpu" and not p.folded:
+    for p in r.ops:  # the accelerator logs the ops it refuses in every subgraph it is given
+        if p.placement == "cpu" and not p.folded:
             why = [x for x in p.reasons if OUTSIDE not in x]
             if why:
                 reasons.add((p.op, category(p.op, why[0])))
@@ -62,7 +63,13 @@ def predict(path: str | Path) -> Prediction:
         # FP16GraphPartitionHelper refuses every fp16 constant DEQUANTIZE with no words
         # (tflite/delegates/utils.cc 236-257); the log shows them when the delegation is partial.
         reasons.add(("DEQUANTIZE", "unnamed"))
-    return Prediction(outcome, delegated, total, reasons, r.verdict or "", r.reason or "")
+    summaries = []
+    if outcome != "refused":
+        for i, sub_plan in enumerate(r.plans):
+            nodes = sum(1 for p in r.ops if p.subgraph == i)
+            if len(sub_plan.delegated_nodes) < nodes:
+                summaries.append((len(sub_plan.delegated_nodes), nodes))
+    return Prediction(outcome, delegated, total, reasons, r.verdict or "", r.reason or "", summaries)
 
 
 def category(op: str, text: str) -> str:
@@ -100,6 +107,9 @@ def disagreements(res: Any, pred: Prediction) -> list[str]:
         )
     if res.outcome != "refused" and res.delegated != pred.delegated:
         out.append(f"delegated nodes: oracle {res.delegated} of {res.total}, gpulint {pred.delegated} of {pred.total}")
+    got_summaries = [tuple(x) for x in res.summaries]
+    if res.outcome == "ok" and got_summaries != pred.summaries:
+        out.append(f"subgraphs not taken whole (taken, nodes): oracle {got_summaries}, gpulint {pred.summaries}")
     if res.outcome != "refused":
         got = oracle_reasons(res)
         if got != pred.reasons:
@@ -119,18 +129,6 @@ def compare(name: str, path: str | Path, res: Any) -> None:
         + "\n  ".join(problems)
         + f"\nthe accelerator's words:\n{res.words}"
     )
-
-
-@pytest.fixture(scope="session")
-def litert_oracle() -> Any:
-    """LiteRT's GPU accelerator (tests/oracle/litert.py); skips, saying why, where
-    `make oracle-webgpu` could not set it up."""
-    from oracle import litert
-
-    why = litert.unavailable()
-    if why:
-        pytest.skip(why)
-    return litert.litert_oracle
 
 
 # -- (a) the corpus ---------------------------------------------------------------------------

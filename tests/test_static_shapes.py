@@ -407,3 +407,19 @@ def test_oracle_accepts_the_fixed_corpus_model(
     assert after.primary() == expected.delegated, after.words
     if "int8" not in path.stem:  # the oracle runs with quantized ops off: an int8 model delegates nothing there
         assert after.primary(), after.words
+
+
+@pytest.mark.parametrize("path", REFUSED)
+def test_litert_accelerator_agrees_on_the_fixed_corpus_model(
+    path: Path, fixed_models: dict[Path, tuple[Path, Any]], litert_oracle: Any
+) -> None:
+    """LiteRT's GPU accelerator refused the original too; the fixed file runs there, and check
+    --target litert-gpu predicts its node count (the LSTM included: its loop body runs 15 of 21
+    ops there, where the OpenGL backend fails to build the time-major RESHAPE)."""
+    from test_oracle_litert import compare
+
+    dst, _ = fixed_models[path]
+    answers = litert_oracle([path, dst])
+    assert answers[str(path)].outcome == "refused", answers[str(path)].words
+    assert answers[str(dst)].outcome == "ok", answers[str(dst)].words
+    compare(dst.name, dst, answers[str(dst)])

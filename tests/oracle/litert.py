@@ -61,6 +61,9 @@ class LiteRtResult:
     outcome: str
     delegated: int | None = None  # nodes the accelerator took; None when it could not be read
     total: int | None = None  # nodes of the primary subgraph, from the log's summary when it has one
+    # (taken, nodes) of every subgraph the accelerator did not take whole, in log order, one entry
+    # per subgraph (a loop body logs its summary each time it is prepared: repeats merged).
+    summaries: list[tuple[int, int]] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)  # "OP: reason", as the accelerator logged them
     fully_accelerated: bool | None = None
     ran: str | None = None  # with GPULINT_ORACLE_INVOKE=1: "ok" or "error: ..."
@@ -141,11 +144,16 @@ def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
                 i += 1
             continue
         if (m := RE_SUMMARY.match(line)) is not None:
-            if m[3] is not None:
-                res.delegated, res.total = 0, int(m[3])
-            else:
-                res.delegated, res.total = int(m[1]), int(m[1]) + int(m[2])
+            summary = (0, int(m[3])) if m[3] is not None else (int(m[1]), int(m[1]) + int(m[2]))
+            if not res.summaries or res.summaries[-1] != summary:
+                res.summaries.append(summary)
         i += 1
+    # The interpreter hands the delegate its subgraphs in index order (tflite/core/interpreter.cc,
+    # ModifyGraphWithDelegateImpl), so the first summary is the primary subgraph's, unless the
+    # primary was taken whole (no summary): then the first one counts another subgraph's nodes.
+    primary_nodes = len(read(path).subgraphs[0].operators)
+    if res.summaries and res.summaries[0][1] == primary_nodes:
+        res.delegated, res.total = res.summaries[0]
     if REFUSAL in log:
         res.outcome = "refused"
         res.delegated = 0
@@ -166,7 +174,7 @@ def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
         res.errors.append(str(child.get("error", "the compile failed")))
         res.errors += [x.split("] ", 1)[-1] for x in lines if x.startswith("ERROR: ") and UNSUPPORTED not in x][:5]
     if res.total is None:
-        res.total = len(read(path).subgraphs[0].operators)
+        res.total = primary_nodes
     if res.delegated is None and res.outcome != "init-failure":
         # No summary: the accelerator took every node (it logs only when some stay on the CPU).
         res.delegated = res.total
