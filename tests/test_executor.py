@@ -834,3 +834,88 @@ def test_buffers_are_reused_by_lifetime_without_changing_results() -> None:
     with pytest.raises(ExecutorError, match="keep_intermediates"):
         pooled.intermediates()
     assert len(kept.intermediates()) == 6
+
+
+# -- grouped CONV_2D (issue #15 item 1, #22 item 2) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cin", "cout", "groups", "k", "stride", "dilation", "padding", "act"),
+    [
+        (8, 8, 2, 3, 1, 1, "SAME", "RELU"),  # 4 channels per group: the delegate's grouped ConvGeneric
+        (32, 32, 2, 3, 1, 1, "SAME", "NONE"),  # the issue's Conv2d(32, 32, 3, groups=2)
+        (16, 24, 4, 3, 2, 1, "VALID", "RELU6"),
+        (12, 6, 2, 1, 1, 1, "VALID", "NONE"),  # 6 -> 3: not slice-aligned, the delegate splits it
+        (6, 12, 3, 3, 1, 2, "SAME", "RELU"),
+        (8, 8, 8, 3, 1, 1, "SAME", "NONE"),  # groups = channels, [C, 3, 3, 1]: YOLO11's positional conv
+        (5, 5, 5, 3, 2, 1, "SAME", "RELU"),
+        (7, 7, 7, 3, 1, 2, "VALID", "NONE"),
+        (4, 8, 4, 3, 1, 1, "SAME", "NONE"),  # groups = in channels, 2 outputs each: a depthwise multiplier
+    ],
+)
+def test_grouped_conv2d(
+    cin: int, cout: int, groups: int, k: int, stride: int, dilation: int, padding: str, act: str
+) -> None:
+    size = 9
+    o = out_size(size, k, stride, dilation, padding)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, size, size, cin])
+        return g.op(
+            "CONV_2D",
+            [x, g.const("w", w(cout, k, k, cin // groups)), g.const("b", w(cout))],
+            [1, o, o, cout],
+            options=dict(
+                padding=padding,
+                stride_w=stride,
+                stride_h=stride,
+                dilation_w_factor=dilation,
+                dilation_h_factor=dilation,
+                fused_activation_function=act,
+            ),
+        )
+
+    model = single(build)
+    assert_matches(model)
+    assert_matches(model, precision="fp16")
+
+
+@pytest.mark.parametrize("groups", [2, 8])
+def test_grouped_conv2d_fuses_what_follows_it(groups: int) -> None:
+    """A grouped conv with an ADD after it, groups = channels and not: the epilogue runs once."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 6, 6, 8])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        y = g.op("CONV_2D", [x, g.const("w", w(8, 3, 3, 8 // groups)), g.const("b", w(8))], [1, 6, 6, 8], options=opts)
+        return g.op("ADD", [y, x], [1, 6, 6, 8])
+
+    assert_matches(single(build))
+
+
+def test_grouped_conv2d_with_int8_weights() -> None:
+    """Dynamic-range weights (int8, per-channel scales) of a groups = channels conv, dequantized
+    once as the delegate does: compared against the same conv on float weights."""
+    c = 8
+    weights = w(c, 3, 3, 1)
+    scales = np.abs(weights).reshape(c, -1).max(axis=1) / 127
+    q = np.round(weights / scales[:, None, None, None]).astype(np.int8)
+    bias = w(c)
+
+    def build(quantized: bool) -> Model:
+        mb = ModelBuilder()
+        g = mb.subgraph("main")
+        x = g.input("x", [1, 7, 7, c])
+        wt = (
+            g.const("w", q, quant=(scales, np.zeros(c, np.int64)), quant_dim=0)
+            if quantized
+            else g.const("w", q.astype(np.float32) * scales[:, None, None, None])
+        )
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        g.output(g.op("CONV_2D", [x, wt, g.const("b", bias)], [1, 7, 7, c], options=opts))
+        return mb.build()
+
+    x = [RNG.uniform(-2, 2, (1, 7, 7, c)).astype(np.float32)]
+    expected = litert(build(False), x)
+    got = Executor(build(True), DEVICE).run(x)
+    np.testing.assert_allclose(got[0], expected[0], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[0]).max())))

@@ -546,8 +546,9 @@ class _Lowering:
             name = self.name(op)
             if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
                 continue
-            if name == "DEPTHWISE_CONV_2D" and self.shape(op.inputs[0])[-1:] != self.shape(op.outputs[0])[-1:]:
-                continue
+            depthwise = name == "DEPTHWISE_CONV_2D" or (name == "CONV_2D" and self.depthwise_conv(op))
+            if depthwise and self.shape(op.inputs[0])[-1:] != self.shape(op.outputs[0])[-1:]:
+                continue  # a depthwise multiplier's kernel has no epilogue
             chain: list[int] = []
             t = op.outputs[0]
             while len(chain) < 2 and t not in self.sg.outputs and len(readers.get(t, [])) == 1:
@@ -820,18 +821,46 @@ class _Lowering:
             b[:channels] = value.ravel()
         return b
 
+    def depthwise_conv(self, op: Operator) -> bool:
+        """A CONV_2D with one input channel per group (groups = input channels, a [O, kh, kw, 1]
+        filter, as YOLO11 exports its positional conv)."""
+        w_shape, c = self.shape(op.inputs[1]), (self.shape(op.inputs[0]) or [1])[-1]
+        return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
+
     def conv2d(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         w = self.float_const(op.inputs[1])
         if w is None:
             raise ExecutorError("runtime weights")
-        kh, kw = w.shape[1], w.shape[2]
+        o, kh, kw, i = w.shape
+        c = (self.shape(op.inputs[0]) or [1])[-1]
+        groups = c // i if i and c % i == 0 else 0
+        if not groups or o % groups:
+            raise ExecutorError(f"a filter of {i} input channels on {c} channels")
+        if groups > 1 and i == 1:
+            # The delegate runs it as DEPTHWISE_CONVOLUTION where out channels = in channels
+            # (model_builder.cc, Conv2DOperationParser); with more outputs it splits the conv
+            # into one per group, which adds up the same products as a depthwise multiplier.
+            self.depthwise(oi, op, opts, act, w.transpose(3, 1, 2, 0))
+            return
+        group_slices = None
+        if groups > 1 and i % 4 == 0 and (o // groups) % 4 == 0:
+            group_slices = (i // 4, o // groups // 4)  # ConvGeneric's groups_support (conv_generic.cc)
+        elif groups > 1:
+            # Groups that do not fill whole slices: the delegate runs one conv per group
+            # (ResolveGroupedConvolution); here one conv over block-diagonal weights, same sums.
+            dense = np.zeros((o, kh, kw, c), np.float32)
+            per = o // groups
+            for g in range(groups):
+                dense[g * per : (g + 1) * per, :, :, g * i : (g + 1) * i] = w[g * per : (g + 1) * per]
+            w = dense
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         xs, ys = self.shape(x), self.shape(op.outputs[0])
-        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, w.shape[0])
+        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
         out, epilogue = self.epilogue(oi)
         geometry = (kw, kh, sw, sh, dw, dh)
-        self.conv_launch(oi, self.ex.buffer(x), w, bias, self.ex.buffer(out), (xs, ys), geometry, pad, act, epilogue)
+        dst = self.ex.buffer(out)
+        self.conv_launch(oi, self.ex.buffer(x), w, bias, dst, (xs, ys), geometry, pad, act, epilogue, group_slices)
 
     def conv_launch(
         self,
@@ -845,9 +874,12 @@ class _Lowering:
         pad: Any,
         act: int,
         epilogue: Epilogue | None = None,
+        group_slices: tuple[int, int] | None = None,
     ) -> None:
         """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
-        1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane."""
+        1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane.
+        `group_slices`: a grouped conv's (input, output) slices per group; `w` then holds one
+        group's input channels."""
         xs, ys = shapes
         kw, kh, sw, sh, dw, dh = geometry
         b, h, wd, c = layout.bhwc(ys)
@@ -856,6 +888,9 @@ class _Lowering:
         pointwise = pointwise and layout.bhwc(xs)[1:3] == (h, wd)
         assert self.ex.device is not None
         ob, px = conv_blocking(self.ex.device.cpu, so, h * wd)
+        gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)
+        while gs[1] % ob:  # an item's output slices stay in one conv group
+            ob //= 2
         groups = -(-so // ob)
         padded = np.zeros(groups * ob * 4, np.float32)
         padded[: len(bias)] = bias
@@ -866,9 +901,10 @@ class _Lowering:
         defines = epilogue.defines(act) if epilogue else ""
         if pointwise:
             grid = (-(-h * wd // px), b * groups)
-            self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", [*head, np.int32(c), np.int32(act), *tail], grid, defines)
+            args = [*head, np.int32(c), _i2(*gs), np.int32(act), *tail]
+            self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args, grid, defines)
             return
-        shape_args = [np.int32(c), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
+        shape_args = [np.int32(c), _i2(*gs), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
         self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups), defines)
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
@@ -891,9 +927,13 @@ class _Lowering:
                 oi, [(dst, dst_shape)], self.ex.buffer(y), self.shape(y), [np.arange(rows * o).reshape(self.shape(y))]
             )
 
-    def depthwise(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+    def depthwise(
+        self, oi: int, op: Operator, opts: dict[str, Any], act: int, weights: np.ndarray | None = None
+    ) -> None:
+        """DEPTHWISE_CONV_2D, or a CONV_2D with one input channel per group (`weights` then
+        its filter as a depthwise one, [1, kh, kw, O])."""
         y = op.outputs[0]
-        w = self.float_const(op.inputs[1])
+        w = self.float_const(op.inputs[1]) if weights is None else weights
         if w is None:
             raise ExecutorError("runtime weights")
         _, kh, kw, c = w.shape
@@ -917,7 +957,7 @@ class _Lowering:
             defines = epilogue.defines(act) if epilogue else ""
             self.launch(oi, kernel, args, (columns, -(-height // rows), planes), defines)
             return
-        multiplier = max(1, opts.get("depth_multiplier", 1))
+        multiplier = ys[-1] // xs[-1]  # as the delegate reads it: from the shapes, not the option
         dims = [_i4(layout.dims4(xs)), np.int32(xs[-1]), _i4(layout.dims4(ys)), np.int32(ys[-1])]
         args = [*head, self.ex.buffer(y), *dims, *window, np.int32(multiplier), np.int32(act)]
         self.launch(oi, "depthwise_conv2d", args, self.grid(ys))
