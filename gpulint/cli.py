@@ -269,7 +269,14 @@ def render_rule(rule: Rule) -> str:
 def fix(
     path: Annotated[str, typer.Argument(help="The .tflite model to rewrite.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write the rewritten model.")] = None,
-    passes: Annotated[list[str] | None, typer.Option(help="Only these passes (comma-separated).")] = None,
+    passes: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these passes (comma-separated). Safe: static-shapes, densify-constants, dequantize-constants, "
+            "remove-identity, fold-atrous, fuse-activations, pad-channels; unsafe: rgba-input, quantized-to-float "
+            "(`gpulint fix` README table: what each does)."
+        ),
+    ] = None,
     unsafe_fixes: Annotated[bool, typer.Option(help="Also run passes that change the interface or precision.")] = False,
     keep_fp16: Annotated[
         bool, typer.Option(help="Leave fp16 weights behind DEQUANTIZE (the delegate folds them).")

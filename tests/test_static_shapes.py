@@ -423,3 +423,15 @@ def test_litert_accelerator_agrees_on_the_fixed_corpus_model(
     assert answers[str(path)].outcome == "refused", answers[str(path)].words
     assert answers[str(dst)].outcome == "ok", answers[str(dst)].words
     compare(dst.name, dst, answers[str(dst)])
+
+
+def test_fix_help_names_every_pass_with_its_safety() -> None:
+    from typer.testing import CliRunner
+
+    from gpulint.cli import app
+    from gpulint.passes import registry
+
+    text = " ".join(CliRunner().invoke(app, ["fix", "--help"], env={"COLUMNS": "400"}).stdout.split())
+    safe, _, unsafe = text.partition("unsafe:")
+    for p in registry().values():
+        assert p.name in (safe if p.safe else unsafe), p.name
