@@ -919,3 +919,77 @@ def test_grouped_conv2d_with_int8_weights() -> None:
     expected = litert(build(False), x)
     got = Executor(build(True), DEVICE).run(x)
     np.testing.assert_allclose(got[0], expected[0], rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected[0]).max())))
+
+
+# -- FULLY_CONNECTED and BATCH_MATMUL on runtime operands (issue #22 item 1) --------------------
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "keep", "bias", "act"),
+    [
+        ([4, 8], [6, 8], False, False, "NONE"),
+        ([4, 8], [6, 8], True, True, "RELU"),
+        ([2, 5, 8], [3, 8], True, False, "NONE"),  # onnx2tf's unfolded attention: rank 3, keep_num_dims
+        ([2, 5, 8], [3, 8], False, True, "NONE"),
+        ([1, 3, 4, 6], [5, 6], True, True, "RELU6"),
+    ],
+)
+def test_fully_connected_with_runtime_weights(
+    x_shape: list[int], w_shape: list[int], keep: bool, bias: bool, act: str
+) -> None:
+    rows = int(np.prod(x_shape[:-1]))
+    out = [*x_shape[:-1], w_shape[0]] if keep else [rows, w_shape[0]]
+
+    def build(g: SubgraphBuilder) -> int:
+        x, wt = g.input("x", x_shape), g.input("w", w_shape)
+        ins = [x, wt, g.const("b", w(w_shape[0]))] if bias else [x, wt, -1]
+        return g.op("FULLY_CONNECTED", ins, out, options=dict(keep_num_dims=keep, fused_activation_function=act))
+
+    assert_matches(single(build))
+    assert_matches(single(build), precision="fp16")
+
+
+def test_fully_connected_whose_weights_an_op_makes() -> None:
+    """SPLIT -> FULLY_CONNECTED with an activation as weights -> PACK, as onnx2tf unfolds a
+    BATCH_MATMUL (Ultralytics' float exports)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        a, b = g.input("a", [2, 5, 8]), g.input("b", [2, 6, 8])
+        axis = g.const("axis", np.array(0, np.int32))
+        a0, a1 = g.op("SPLIT", [axis, a], shapes=[[1, 5, 8], [1, 5, 8]], options=dict(num_splits=2))
+        b0, b1 = g.op("SPLIT", [axis, b], shapes=[[1, 6, 8], [1, 6, 8]], options=dict(num_splits=2))
+        shape = g.const("shape", np.array([6, 8], np.int32))
+        rows = []
+        for ai, bi in ((a0, b0), (a1, b1)):
+            bw = g.op("RESHAPE", [bi, shape], [6, 8])
+            rows.append(g.op("FULLY_CONNECTED", [ai, bw, -1], [1, 5, 6], options=dict(keep_num_dims=True)))
+        return g.op("CONCATENATION", rows, [2, 5, 6], options=dict(axis=0))
+
+    assert_matches(single(build))
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "adj_x", "adj_y", "out"),
+    [
+        ([2, 5, 7], [2, 7, 6], True, False, [2, 5, 6]),
+        ([2, 5, 7], [2, 7, 6], False, True, [2, 5, 6]),
+        ([2, 5, 7], [2, 7, 6], True, True, [2, 5, 6]),
+        ([5, 7], [7, 6], False, False, [5, 6]),
+        ([1, 5, 7], [3, 7, 6], False, False, [3, 5, 6]),  # broadcast batch
+        ([2, 3, 5, 7], [3, 7, 6], False, False, [2, 3, 5, 6]),  # rank 4 x rank 3
+        ([2, 3, 5, 7], [7, 6], False, False, [2, 3, 5, 6]),
+        ([4, 5, 7], [1, 4, 7, 9], False, False, [1, 4, 5, 9]),
+        ([2, 1, 5, 7], [1, 3, 7, 6], True, True, [2, 3, 5, 6]),
+    ],
+)
+def test_batch_matmul_variants(
+    a_shape: list[int], b_shape: list[int], adj_x: bool, adj_y: bool, out: list[int]
+) -> None:
+    def matmul(g: SubgraphBuilder) -> int:
+        sa = [*a_shape[:-2], a_shape[-1], a_shape[-2]] if adj_x else a_shape
+        sb = [*b_shape[:-2], b_shape[-1], b_shape[-2]] if adj_y else b_shape
+        a, b = g.input("a", sa), g.input("b", sb)
+        return g.op("BATCH_MATMUL", [a, b], out, options=dict(adj_x=adj_x, adj_y=adj_y))
+
+    assert_matches(single(matmul))
+    assert_matches(single(matmul), precision="fp16")

@@ -911,7 +911,8 @@ class _Lowering:
         x, y = op.inputs[0], op.outputs[0]
         w = self.float_const(op.inputs[1])
         if w is None:
-            raise ExecutorError("runtime weights")
+            self.runtime_fully_connected(oi, op, act)
+            return
         o, i = w.shape
         rows = int(np.prod(self.shape(x))) // i
         src = self.ex.buffer(x)
@@ -926,6 +927,19 @@ class _Lowering:
             self.copy_map(
                 oi, [(dst, dst_shape)], self.ex.buffer(y), self.shape(y), [np.arange(rows * o).reshape(self.shape(y))]
             )
+
+    def runtime_fully_connected(self, oi: int, op: Operator, act: int) -> None:
+        """Weights that are an activation (onnx2tf's unfolded BATCH_MATMUL): the delegate makes
+        it a CONVOLUTION_2D with runtime weights, then a RESHAPE to the output's shape
+        (model_builder.cc, FullyConnectedOperationParser); here the matmul kernel with the
+        weights read transposed, the same sums per output."""
+        x, wt, y = op.inputs[0], op.inputs[1], op.outputs[0]
+        if len(self.shape(wt)) != 2:
+            raise ExecutorError("runtime weights of rank other than 2")
+        o, i = self.shape(wt)
+        rows = int(np.prod(self.shape(x))) // i if i else 0
+        bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
+        self.matmul(oi, (x, [1, 1, rows, i]), (wt, [1, 1, o, i]), (y, [1, 1, rows, o]), (0, 1), bias, act)
 
     def depthwise(
         self, oi: int, op: Operator, opts: dict[str, Any], act: int, weights: np.ndarray | None = None
@@ -1008,40 +1022,54 @@ class _Lowering:
         )
 
     def batch_matmul(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
+        """Batch dims aligned as numpy aligns them (leading 1s to the output's rank), 1s broadcast."""
         a, b, y = op.inputs[0], op.inputs[1], op.outputs[0]
-        shapes = [self.shape(t) for t in (a, b, y)]
-        if any(len(s) < 2 or len(s) > 4 for s in shapes):
+        rank = len(self.shape(y))
+        if any(len(self.shape(t)) < 2 or len(self.shape(t)) > rank for t in (a, b)) or rank > 4:
             raise ExecutorError("BATCH_MATMUL of rank other than 2-4")
+
+        def canonical(t: int) -> list[int]:
+            return _matmul_shape([1] * (rank - len(self.shape(t))) + list(self.shape(t)))
+
+        adj = (int(bool(opts.get("adj_x"))), int(bool(opts.get("adj_y"))))
+        n = self.shape(y)[-1]
+        self.matmul(oi, (a, canonical(a)), (b, canonical(b)), (y, canonical(y)), adj, np.zeros(n, np.float32), act)
+
+    def matmul(
+        self,
+        oi: int,
+        a: tuple[int, list[int]],
+        b: tuple[int, list[int]],
+        y: tuple[int, list[int]],
+        adj: tuple[int, int],
+        bias: np.ndarray,
+        act: int,
+    ) -> None:
+        """The batch_matmul kernel on tensors viewed as 4-D [B, H, M, K] (each `(tensor, view)`);
+        a tensor whose layout is not its view's goes through a copy."""
         bufs = []
-        canon = []
-        for t, s in zip((a, b), shapes[:2], strict=True):
-            c = _matmul_shape(s)
-            canon.append(c)
-            bufs.append(self.ex.buffer(t) if len(s) >= 3 else self.reshaped(oi, t, c))
-        ys = _matmul_shape(shapes[2])
-        dst = self.ex.buffer(y) if len(shapes[2]) >= 3 else self.ex.scratch(ys)
-        adj_x, adj_y = int(bool(opts.get("adj_x"))), int(bool(opts.get("adj_y")))
-        k = canon[0][2] if adj_x else canon[0][3]
-        self.launch(
-            oi,
-            "batch_matmul",
-            [
-                bufs[0],
-                bufs[1],
-                dst,
-                _i4(layout.dims4(canon[0])),
-                _i4(layout.dims4(canon[1])),
-                _i4(layout.dims4(ys)),
-                np.int32(ys[3]),
-                np.int32(k),
-                np.int32(adj_x),
-                np.int32(adj_y),
-            ],
-            (ys[2], ys[1], ys[0] * layout.slices(ys[3])),
-        )
-        if len(shapes[2]) < 3:
+        for t, view in (a, b):
+            if layout.bhwc(self.shape(t)) == tuple(view):
+                bufs.append(self.ex.buffer(t))
+            elif (value := self.float_const(t)) is not None:
+                bufs.append(self.ex.upload(layout.to_slices(value.reshape(view), view), writable=False))
+            else:
+                bufs.append(self.reshaped(oi, t, view))
+        t_y, ys = y
+        direct = layout.bhwc(self.shape(t_y)) == tuple(ys)
+        dst = self.ex.buffer(t_y) if direct else self.ex.scratch(ys)
+        padded = np.zeros(layout.slices(ys[3]) * 4, np.float32)
+        padded[: bias.size] = bias.ravel()
+        k = a[1][2] if adj[0] else a[1][3]
+        args = [bufs[0], bufs[1], self.ex.upload(padded, writable=False), dst]
+        args += [_i4(layout.dims4(a[1])), _i4(layout.dims4(b[1])), _i4(layout.dims4(ys)), np.int32(ys[3])]
+        args += [np.int32(k), np.int32(adj[0]), np.int32(adj[1]), np.int32(act)]
+        self.launch(oi, "batch_matmul", args, (ys[2], ys[1], ys[0] * layout.slices(ys[3])))
+        if not direct:
             n = int(np.prod(ys))
-            self.copy_map(oi, [(dst, ys)], self.ex.buffer(y), shapes[2], [np.arange(n).reshape(shapes[2])])
+            self.copy_map(
+                oi, [(dst, ys)], self.ex.buffer(t_y), self.shape(t_y), [np.arange(n).reshape(self.shape(t_y))]
+            )
 
     def unary(self, oi: int, op: Operator, code: int, param: float) -> None:
         x, y = op.inputs[0], op.outputs[0]
