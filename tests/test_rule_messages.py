@@ -412,3 +412,12 @@ def test_gpu203_opengl_constant_concat_operand(value: float, axis: int, fails: b
     assert [m for m in found if m.startswith(expected + "No shader implementation for const")] == (
         [expected + "No shader implementation for const"] if fails else []
     )
+
+
+def test_gpu110_delegate_device_gate() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        return g.op("RELU", [g.input("x", [1, 8])], [1, 8])
+
+    (msg,) = messages(lint(single(build), "coreml"), "GPU110")
+    assert msg.startswith("the coreml delegate is created only on some devices: with the default enabled_devices")
+    assert messages(lint(single(build)), "GPU110") == []

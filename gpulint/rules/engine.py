@@ -188,6 +188,8 @@ class Linter:
 
     def _tensor_gate(self, sig: OpSignature, support: pack.OpSupport) -> tuple[str, dict[str, Any]] | None:
         """builder IsAllAllowedTensors: rank < 5 everywhere, allowed types on runtime tensors."""
+        if not self.target.tensor_gate:
+            return None
         for t in (*sig.inputs, *sig.outputs):
             if not t.omitted and t.rank > self.target.max_rank:
                 return "GPU108", {"tensor": t.name, "rank": t.rank}
@@ -201,23 +203,33 @@ class Linter:
 
     # -- one model -------------------------------------------------------------------------------
 
-    def lint(self, model: Model) -> LintResult:
+    def lint(self, model: Model, graphs: list[Graph] | None = None) -> LintResult:
+        """`graphs`: the model's Graphs, when several targets check the same model (they hold
+        nothing target-specific, and their op signatures are cached)."""
         findings: list[Finding] = []
         placements: list[Placement] = []
         plans: list[SubgraphPlan] = []
-        graphs = [Graph.of(model, si) for si in range(len(model.subgraphs))]
+        if graphs is None:
+            graphs = [Graph.of(model, si) for si in range(len(model.subgraphs))]
         for graph in graphs:
             si = graph.index
             sigs = graph.signatures()
             placed = [self.place(s) for s in sigs]
-            plan = plan_subgraph(graph, sigs, placed, self.target.max_partitions)
+            plan = plan_subgraph(graph, sigs, placed, self.target.max_partitions, self.target.min_partition_nodes)
             plans.append(plan)
+            small = {
+                n for part in plan.gpu_partitions if len(part.ops) < self.target.min_partition_nodes for n in part.ops
+            }
             for p in placed:
                 if p.placement != "cpu" and not p.folded and p.index not in plan.delegated:
                     # Supported, but cut off from the delegated partition: it runs on the CPU,
                     # and an init-time constraint it breaks never comes into play.
                     p.placement = "cpu"
-                    p.reasons = ["outside the delegated partition"]
+                    p.reasons = [
+                        f"in a partition smaller than the delegate's minimum of {self.target.min_partition_nodes} nodes"
+                        if p.index in small
+                        else "outside the delegated partition"
+                    ]
                     p.codes = [("GPU109", {"op": p.op})]
                     p.backend_failures = {}
             placements.extend(placed)
@@ -228,6 +240,8 @@ class Linter:
             findings.extend(self._op_rules(graph, sigs, placed, plan))
             findings.extend(self._subgraph_rules(graph, plan))
         findings.extend(self._model_rules(model, graphs))
+        if self.target.device_gate and not self.target.settings.get("all_devices"):
+            findings.append(self.finding("GPU110", {"target": self.target.name, "gate": self.target.device_gate}))
         refusal = find_refusal(model, graphs)
         if refusal is not None:
             # Partition findings describe a split that never happens once the graph is refused.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+import gpulint.rules.checks_apple  # noqa: F401  (registers the Core ML and Metal checks)
 from gpulint.model import schema
 from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
 
@@ -236,6 +237,34 @@ class Target:
     custom_ops: dict[str, OpSupport]
     path: str = ""
     backends: dict[str, Backend] = field(default_factory=dict)
+    min_partition_nodes: int = 1  # partitions smaller than this stay on the CPU (Core ML: 2)
+    tensor_gate: bool = True  # the builder's IsAllAllowedTensors type/rank gate (Core ML has none)
+    settings: dict[str, Any] = field(default_factory=dict)  # options a user may set (--coreml-version)
+    device_gate: str = ""  # on which devices the delegate is created at all, unless settings say all
+
+
+def configure(target: Target, values: Mapping[str, Any]) -> Target:
+    """The target with its settings changed: every check parameter named like a setting takes
+    the new value (`coreml_reshape: {coreml_version: 3}` -> 2). Unknown settings are an error."""
+    unknown = sorted(set(values) - set(target.settings))
+    if unknown:
+        raise PackError(f"target `{target.name}` has no setting {', '.join(unknown)}")
+    if all(target.settings[k] == v for k, v in values.items()):
+        return target
+    settings = {**target.settings, **values}
+
+    def calls(cs: list[CheckCall]) -> list[CheckCall]:
+        return [CheckCall(c.name, tuple((k, settings.get(k, v)) for k, v in c.params)) for c in cs]
+
+    def table(ops: dict[str, OpSupport]) -> dict[str, OpSupport]:
+        out = {}
+        for op, s in ops.items():
+            s = _copy(s)
+            s.checks, s.init_checks = calls(s.checks), calls(s.init_checks)
+            out[op] = s
+        return out
+
+    return replace(target, ops=table(target.ops), custom_ops=table(target.custom_ops), settings=settings)
 
 
 _TARGET_KEYS = ("target",)
@@ -251,6 +280,10 @@ _TARGET_OPTIONAL = (
     "ops",
     "custom_ops",
     "backends",
+    "min_partition_nodes",
+    "tensor_gate",
+    "settings",
+    "device_gate",
 )
 _BACKEND_KEYS = ("title",)
 _BACKEND_OPTIONAL = ("source", "no_kernel", "init_checks", "graph_checks")
@@ -283,9 +316,11 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
             return doc[key]
         return getattr(base, key) if base is not None else default
 
-    for key in ("max_rank", "max_partitions"):
+    for key in ("max_rank", "max_partitions", "min_partition_nodes"):
         v.typed(doc, key, int, "an integer")
-    v.typed(doc, "only_listed", bool, "true or false")
+    for key in ("only_listed", "tensor_gate"):
+        v.typed(doc, key, bool, "true or false")
+    settings = dict(v.mapping(doc["settings"], "settings", doc)) if "settings" in doc else inherited("settings", {})
     runtime = v.str_list(doc, "runtime_types", types) if "runtime_types" in doc else inherited("runtime_types", [])
     quant = v.str_list(doc, "quantized_types", types) if "quantized_types" in doc else inherited("quantized_types", [])
 
@@ -356,6 +391,10 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         custom_ops=op_table("custom_ops", False),
         path=where,
         backends=backend_table(),
+        min_partition_nodes=inherited("min_partition_nodes", 1),
+        tensor_gate=inherited("tensor_gate", True),
+        settings=settings,
+        device_gate=" ".join(str(inherited("device_gate", "")).split()),
     )
 
 
@@ -393,7 +432,7 @@ def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
     return CheckCall(name, tuple(sorted(params.items())))
 
 
-BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019", "litert-gpu")
+BUILTIN_TARGETS = ("classic", "mediapipe", "docs-2019", "litert-gpu", "metal", "coreml")
 
 
 def load_targets(extra: list[Path] | None = None) -> Targets:

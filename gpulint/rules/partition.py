@@ -170,7 +170,11 @@ def _bytes(graph: Graph, t: int) -> int:
     return n * (dtype.itemsize if dtype is not None else 4)
 
 
-def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement], max_partitions: int) -> SubgraphPlan:
+def plan_subgraph(
+    graph: Graph, sigs: list[OpSignature], placed: list[Placement], max_partitions: int, min_nodes: int = 1
+) -> SubgraphPlan:
+    """`max_partitions` 0: no limit; `min_nodes`: GetFirstNLargestPartitions stops at the first
+    (largest remaining) subset smaller than that (tflite/delegates/utils.cc 104-130)."""
     everything = [p.index for p in placed]
     fp16 = {p.index for p in placed if p.index in graph.folded_fp16}
     folded = {p.index for p in placed if p.folded}  # constant DEQUANTIZEs: no run-time cost
@@ -185,7 +189,10 @@ def plan_subgraph(graph: Graph, sigs: list[OpSignature], placed: list[Placement]
     else:
         # Scenario 2: the largest subsets of supported nodes, split with the DEQUANTIZEs as CPU nodes.
         parts = split(graph, everything, supported)
-        for part in sorted((p for p in parts if p.kind == "gpu"), key=lambda p: -len(p.ops))[:max_partitions]:
+        largest = sorted((p for p in parts if p.kind == "gpu"), key=lambda p: -len(p.ops))
+        for part in largest[: max_partitions or None]:
+            if len(part.ops) < min_nodes:
+                break
             part.delegated = True  # sorted() is stable: ties keep graph order, as GetFirstNLargestPartitions
         taken = {n for p in parts if p.delegated for n in p.ops}
         for p in placed:
