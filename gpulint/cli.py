@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
@@ -386,7 +387,9 @@ def _verify_fixed(path: str, fixed: Model) -> None:
             write(fixed, candidate, allow_loss=True)
         except (LossyWriteError, OSError, ValueError) as e:
             fail(path, f"cannot stage the fixed model for --verify: {e}")
-        result = _run_verify(Request(Path(path), candidate), None)
+        result, error, _ = _try_verify(Request(Path(path), candidate), None)
+    if error is not None:  # the staged copy is gpulint's, not the user's: name the model they gave
+        fail(path, f"--verify cannot run: {error.replace(str(candidate), 'the fixed model')}")
     result.candidate = "fixed model"
     typer.echo(_verify_text(result))
     if not result.passed:
@@ -461,6 +464,14 @@ def verify(
     CPU interpreter. Exit 0 PASS, 1 FAIL, 2 error."""
     from gpulint.verify import Request, Tolerance
 
+    def stop(where: str | os.PathLike[str] | None, message: str) -> NoReturn:
+        if output_format is VerifyFormat.json:  # one JSON object in every outcome, errors too
+            error = f"{where}: {message}" if where is not None else message
+            typer.echo(
+                json.dumps({"model": path, "candidate": str(candidate or path), "status": "ERROR", "error": error})
+            )
+        fail(where, message)
+
     tols: dict[str, Tolerance] = {}
     if atol is not None:
         tols["*"] = Tolerance(atol, rtol, "--atol")
@@ -470,11 +481,11 @@ def verify(
             a, _, r = value.partition(":")
             tols[name] = Tolerance(float(a), float(r) if r else 0.0, "--tolerance")
         except ValueError:
-            fail(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
+            stop(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
         if not name:
-            fail(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
+            stop(None, f"--tolerance {item!r}: expected NAME=ATOL or NAME=ATOL:RTOL")
     if inputs is not None and reference_file is not None:
-        fail(None, "--inputs and --reference both give inputs; use one")
+        stop(None, "--inputs and --reference both give inputs; use one")
     req = Request(
         Path(path),
         candidate,
@@ -489,7 +500,9 @@ def verify(
         save_reference,
         reference_file,
     )
-    result = _run_verify(req, device)
+    result, error, where = _try_verify(req, device)
+    if error is not None:
+        stop(where, error)
     if output_format is VerifyFormat.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -498,6 +511,14 @@ def verify(
 
 
 def _run_verify(req: Any, device_spec: str | None) -> Any:
+    result, error, where = _try_verify(req, device_spec)
+    if error is not None:
+        fail(where, error)
+    return result
+
+
+def _try_verify(req: Any, device_spec: str | None) -> tuple[Any, str | None, Path]:
+    """(the verify result, None, the file) or (None, why it could not run, the file it concerns)."""
     from gpulint.executor import ExecutorError, select_device
     from gpulint.model import ModelError, read
     from gpulint.reference import ReferenceError
@@ -508,11 +529,18 @@ def _run_verify(req: Any, device_spec: str | None) -> Any:
         original = read(req.model_path)
         where = req.candidate_path or req.model_path
         candidate = read(where) if req.candidate_path is not None else original
-        return verify(req, original, candidate, select_device(device_spec))
+        # pyopencl warns on every kernel build whose log is not empty (PoCL's notes on float16
+        # vectors at fp16): noise to a user, and the build's real errors raise anyway.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=COMPILER_NOTE, module="pyopencl")
+            return verify(req, original, candidate, select_device(device_spec)), None, where
     except (ModelError, ReferenceError, ExecutorError, VerifyError, ValueError) as e:
-        fail(where, clean(str(e), 1000) or "")
+        return None, clean(str(e), 1000) or "", where
     except OSError as e:
-        fail(where, e.strerror or str(e))
+        return None, e.strerror or str(e), where
+
+
+COMPILER_NOTE = "(Non-empty compiler output|From-source build succeeded)"
 
 
 def _verify_text(result: Any) -> str:

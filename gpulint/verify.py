@@ -256,7 +256,13 @@ def _float_twins(req: Request, original: Model, candidate: Model, tmp: str) -> _
 
 def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
     with tempfile.TemporaryDirectory(prefix="gpulint-verify-") as tmp:
-        return _verify(req, original, candidate, device, tmp)
+        try:
+            return _verify(req, original, candidate, device, tmp)
+        except reference.ReferenceError as e:  # the float twins are gpulint's files: name the user's
+            text = str(e)
+            for name, path in (("original", req.model_path), ("candidate", req.candidate_path or req.model_path)):
+                text = text.replace(str(Path(tmp, f"{name}.float.tflite")), f"{path} (as float)")
+            raise reference.ReferenceError(text) from None
 
 
 def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp: str) -> VerifyResult:

@@ -529,3 +529,64 @@ def test_interpreter_errors_are_one_sentence(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "Node number" not in r.stderr and "Traceback" not in r.output
     assert "failed to invoke: " in r.stderr and "out of bounds" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+# -- errors: JSON in every outcome, the user's file named, no compiler chatter ----------------------
+
+
+def custom_op_model() -> Model:
+    """CONV_2D -> MediaPipe's Landmarks2TransformMatrix: a custom op the LiteRT interpreter has no
+    kernel for (MediaPipe registers it in its own graph runner)."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 3])
+    w = g.const("w", RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    b = g.const("b", np.zeros(4, np.float32))
+    opts = dict(padding="SAME", stride_w=1, stride_h=1)
+    y = g.op("CONV_2D", [x, w, b], [1, 8, 8, 4], options=opts, out_name="conv")
+    g.output(g.op("Landmarks2TransformMatrix", [y], [1, 4, 4], custom_options=b"", out_name="matrix"))
+    return mb.build()
+
+
+def test_verify_json_is_one_object_in_every_outcome(tmp_path: Path) -> None:
+    """Issue 22 item 5: an error printed no JSON. It prints one object with an "error" field; the
+    exit code stays 2 and stderr keeps its one line."""
+    path = tmp_path / "custom.tflite"
+    write(custom_op_model(), path)
+    for args in ([str(path)], [str(tmp_path / "missing.tflite")], [str(path), "--tolerance", "oops"]):
+        r = runner.invoke(app, ["verify", *args, "--format", "json"])
+        assert r.exit_code == 2, r.output
+        out = json.loads(r.stdout)
+        assert out["status"] == "ERROR" and out["error"] and r.stderr.startswith("gpulint: error:")
+    r = runner.invoke(app, ["verify", str(path), "--format", "json"])
+    assert "unresolved custom op: Landmarks2TransformMatrix" in json.loads(r.stdout)["error"]
+
+
+def test_fix_verify_error_names_the_users_file(tmp_path: Path) -> None:
+    """Issue 22 item 1: `fix --verify` staged the fixed model in a temporary folder and its error
+    named that file. It names the model the user gave."""
+    path = tmp_path / "custom.tflite"
+    write(custom_op_model(), path)
+    r = runner.invoke(app, ["fix", str(path), "-o", str(tmp_path / "out.tflite"), "--verify"])
+    assert r.exit_code == 2 and not (tmp_path / "out.tflite").exists()
+    assert r.stderr.startswith(f"gpulint: error: {path}: --verify cannot run") and "gpulint-fix-" not in r.stderr
+    assert "candidate.tflite" not in r.stderr
+
+
+@needs_device
+def test_no_compiler_warnings_at_fp16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15 item 6: pyopencl's CompilerWarning (PoCL's notes on float16 vectors) printed on
+    every fp16 run with a cold kernel cache."""
+    import warnings
+
+    from gpulint.executor import device as cl_device
+
+    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setattr(cl_device, "_PROGRAMS", {})  # build every kernel again
+    path = tmp_path / "conv.tflite"
+    write(conv_model(32), path)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = runner.invoke(app, ["verify", str(path), "--precision", "fp16"])
+    assert r.exit_code == 0, r.output
+    assert not [w for w in seen if type(w.message).__name__ == "CompilerWarning"], seen[0].message
