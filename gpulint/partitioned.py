@@ -4,6 +4,11 @@ every other op on the LiteRT CPU interpreter.
 Each partition is cut out of the main subgraph as a model of its own (the IR writer makes the
 CPU ones into files for the interpreter), and the partitions run in the delegate's order with
 tensors handed over by index, as the runtime hands them between delegate and interpreter.
+
+An op the delegate would run but the executor has no lowering for runs on the interpreter
+instead, with a warning: its GPU partition is split around it (ops keep their order, so every
+piece still reads only what earlier pieces made). The run then checks less of the GPU side,
+and says so, rather than checking nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from gpulint import reference
-from gpulint.executor import Device, Executor
+from gpulint.executor import Device, Executor, ExecutorError, Unlowered
+from gpulint.executor.executor import DeviceError
 from gpulint.fix import clone
 from gpulint.model.ir import Model
 from gpulint.model.write import write
@@ -34,11 +40,13 @@ class Part:
     model: Model
     executor: Executor | None = None
     path: Path | None = None
+    moved: list[str] = field(default_factory=list)  # why ops the delegate would run are here instead
 
     def describe(self, model: Model) -> str:
         names = [model.op_name(model.subgraphs[0].operators[i]) for i in self.ops]
         shown = ", ".join(dict.fromkeys(clean(n, 60) or "?" for n in names))  # custom op names are model text
-        return f"{len(self.ops)} ops ({shown})"
+        moved = f"; moved from the GPU side, the executor cannot run {'; '.join(self.moved)}" if self.moved else ""
+        return f"{len(self.ops)} ops ({shown}){moved}"
 
 
 @dataclass
@@ -51,6 +59,7 @@ class PartitionedRunner:
     target: str = "classic"
     keep_intermediates: bool = False  # for bisecting: every tensor of the executor kept readable
     parts: list[Part] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # ops moved to the CPU side, and why
 
     def __post_init__(self) -> None:
         targets = pack.load_targets()
@@ -65,15 +74,50 @@ class PartitionedRunner:
             groups = [("cpu", list(range(n_ops)))] if n_ops else []
         else:
             groups = [("gpu" if p.delegated else "cpu", sorted(p.ops)) for p in plan.partitions]
-        groups = _merge_neighbours(groups)
-        for kind, ops in groups:
+        built: list[Part] = []
+        moved: dict[int, str] = {}  # op -> why the executor cannot run it
+        pending = _merge_neighbours(groups)
+        while pending:
+            kind, ops = pending.pop(0)
             part = _cut(self.model, ops, loose, kind)
             if kind == "gpu":
-                part.executor = Executor(part.model, self.device, self.precision, self.keep_intermediates)
-            else:
+                try:
+                    part.executor = Executor(part.model, self.device, self.precision, self.keep_intermediates)
+                except DeviceError:
+                    raise
+                except ExecutorError as e:
+                    out = self._unlowered(ops, e)
+                    moved.update(out)
+                    pending[:0] = _split(ops, set(out))
+                    continue
+            built.append(part)
+        for part in _merge_cpu(built, self.model, loose):
+            part.moved = [moved[i] for i in part.ops if i in moved]
+            if part.kind == "cpu":
                 part.path = Path(self._tmp.name, f"part{len(self.parts)}.tflite")
                 write(part.model, part.path, allow_loss=True)
             self.parts.append(part)
+        self.warnings = [
+            f"op {i} {moved[i]}: runs on the LiteRT CPU interpreter here, though the delegate runs it on the GPU"
+            for i in sorted(moved)
+        ]
+
+    def _unlowered(self, ops: list[int], error: ExecutorError) -> dict[int, str]:
+        """The ops of GPU partition `ops` the executor could not lower, each with its reason;
+        every op of the partition where the error names none of them."""
+        sg = self.model.subgraphs[0]
+        named = {}
+        if isinstance(error, Unlowered):
+            for outputs, name, reason in error.ops:
+                i = next(
+                    (i for i in ops if [sg.tensors[t].name or "" for t in sg.operators[i].outputs] == outputs), None
+                )
+                if i is None:
+                    break
+                named[i] = f"{name} ({reason})" if reason != name else name
+            else:
+                return named
+        return {i: f"{self.model.op_name(sg.operators[i])} ({error})" for i in ops}
 
     @property
     def whole_on_gpu(self) -> bool:
@@ -105,6 +149,29 @@ def _merge_neighbours(groups: list[tuple[str, list[int]]]) -> list[tuple[str, li
             out[-1] = (kind, out[-1][1] + ops)
         else:
             out.append((kind, ops))
+    return out
+
+
+def _split(ops: list[int], out: set[int]) -> list[tuple[str, list[int]]]:
+    """A GPU partition's ops as runs in their order: those in `out` on the CPU, the rest on the GPU."""
+    runs: list[tuple[str, list[int]]] = []
+    for i in sorted(ops):
+        kind = "cpu" if i in out else "gpu"
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(i)
+        else:
+            runs.append((kind, [i]))
+    return runs
+
+
+def _merge_cpu(parts: list[Part], model: Model, loose: list[int]) -> list[Part]:
+    """Adjacent CPU parts (an op moved off the GPU next to a CPU partition) as one."""
+    out: list[Part] = []
+    for part in parts:
+        if out and out[-1].kind == part.kind == "cpu":
+            out[-1] = _cut(model, out[-1].ops + part.ops, loose, "cpu")
+        else:
+            out.append(part)
     return out
 
 

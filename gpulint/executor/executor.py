@@ -311,6 +311,15 @@ class DeviceError(ExecutorError):
     """The device refused (memory, resources), as opposed to an op the executor lacks."""
 
 
+class Unlowered(ExecutorError):
+    """Ops the executor has no lowering for: `ops` names each by its output tensors' names
+    (which survive the preparing passes, where op indices do not), with its op and reason."""
+
+    def __init__(self, message: str, ops: list[tuple[list[str], str, str]]) -> None:
+        super().__init__(message)
+        self.ops = ops
+
+
 _INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
 
 
@@ -478,6 +487,7 @@ class _Lowering:
         self.ex = ex
         self.model, self.sg = ex.model, ex.sg
         self.missing: dict[str, str] = {}
+        self.unlowered: list[tuple[list[str], str, str]] = []  # (output names, op, reason) per op
         self.forms: dict[int, int] = {}  # fused op -> the form of its step (see step_form)
         # producer op -> the elementwise ops fused into its kernel, in order (see plan_fusion)
         self.fused: dict[int, list[int]] = {} if ex.keep_intermediates else self.plan_fusion()
@@ -752,15 +762,14 @@ class _Lowering:
                 self.lower_op(oi, op, name)
             except DeviceError as e:  # not a gap in the executor: the device refused
                 raise DeviceError(f"op {oi} {name}: {e}") from None
-            except movement.Unsupported as e:
+            except (movement.Unsupported, ExecutorError) as e:
                 self.missing.setdefault(name, str(e))
-            except ExecutorError as e:
-                self.missing.setdefault(name, str(e))
+                self.unlowered.append(([self.sg.tensors[t].name or "" for t in op.outputs], name, str(e)))
             if self.ex.pool is not None:
                 self.ex.pool.release_after(oi)
         if self.missing:
             items = "; ".join(f"{k} ({v})" if v != k else k for k, v in sorted(self.missing.items()))
-            raise ExecutorError(f"the executor cannot run: {items}")
+            raise Unlowered(f"the executor cannot run: {items}", self.unlowered)
 
     def lower_op(self, oi: int, op: Operator, name: str) -> None:
         opts = op.builtin_options.values if op.builtin_options is not None else {}
