@@ -135,11 +135,7 @@ def compare(name: str, path: str | Path, res: Any) -> None:
 
 # Disagreements not yet explained by the accelerator's source: expected failures (strict, so one
 # that starts agreeing is noticed), each listed in README's Fidelity section.
-OPEN: dict[str, str] = {
-    "row 81": 'SUB of two constants: compat refuses it ("Op can only handle 1 or 2 operand(s).") and the classic '
-    "delegate keeps it on the CPU, but the accelerator logs nothing and says fully accelerated; the interpreter may "
-    "compute the node at Prepare (both inputs constant) before the accelerator looks; not yet confirmed",
-}
+OPEN: dict[str, str] = {}
 
 
 def expect_agreement(request: pytest.FixtureRequest, key: str) -> None:

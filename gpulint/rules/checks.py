@@ -86,6 +86,41 @@ def one_or_two_operands(sig: OpSignature) -> str | None:
     return "Op can only handle 1 or 2 operand(s)."
 
 
+# ML Drift's names for the elementwise ops (tflite/delegates/gpu/common/operations.cc ToString).
+MD_OP_NAMES = {"SUB": "subtract", "SQUARED_DIFFERENCE": "squared_diff", "ATAN2": "atan2"}
+
+
+@check
+def md_constant_operands(sig: OpSignature) -> str | None:
+    """An elementwise op whose inputs are all constants, as the accelerator that ai-edge-litert
+    2.3.0 ships judges it. That build evaluates such nodes itself: the public source at
+    f67457790c9c has no such path (compat refuses them: "Op can only handle 1 or 2 operand(s)."),
+    but libLiteRtWebGpuAccelerator.so in the PyPI wheel carries its messages ("Invalid all
+    constant inputs", ": constant inputs and output must have the same rank, but got ",
+    ": constant inputs have different types: "), and the oracle shows it: SUB, DIV, MUL, ADD,
+    MAXIMUM, SQUARED_DIFFERENCE of two equal-rank constants are taken, a rank-4 and a rank-1
+    constant refused with that message. Other nodes: None (the op's other checks decide)."""
+    if not sig.inputs or sig.runtime_inputs:
+        return None
+    ranks = [t.rank for t in sig.inputs]
+    out_rank = sig.outputs[0].rank if sig.outputs else ranks[0]
+    name = MD_OP_NAMES.get(sig.op, sig.op.lower())
+    if len({*ranks, out_rank}) > 1:
+        got = ", ".join(map(str, ranks))
+        return f"{name}: constant inputs and output must have the same rank, but got {got} and {out_rank}"
+    if len({t.dtype for t in sig.inputs}) > 1:
+        return f"{name}: constant inputs have different types: " + ", ".join(t.dtype for t in sig.inputs)
+    return None
+
+
+@check
+def md_operands(sig: OpSignature) -> str | None:
+    """one_or_two_operands (compat), except for all-constant inputs: md_constant_operands."""
+    if sig.inputs and not sig.runtime_inputs:
+        return md_constant_operands(sig)
+    return one_or_two_operands(sig)
+
+
 @check
 def conv_inputs_outputs(sig: OpSignature) -> str | None:
     """compat CheckConvoultionInputOutput."""
@@ -501,6 +536,18 @@ def batch_matmul_io(sig: OpSignature) -> str | None:
 
 
 # -- checks the delegate makes when it builds the graph (init failures) -------------------------
+
+
+@check
+def builder_two_constants(sig: OpSignature) -> str | None:
+    """model_builder.cc ElementwiseOperationParser::Parse 1114-1175: a two-argument op takes two
+    runtime inputs or one runtime and one constant (VerifyInputsConstsOutputs(1, 1, 1)). compat
+    lets ADD and MUL of two constants through, so the builder fails them at init (the GL oracle:
+    "MUL: Expected 1 const input tensor(s), but node has 2 const input(s).")."""
+    n = len(sig.const_inputs)
+    if len(sig.inputs) == 2 and n == 2:
+        return f"Expected 1 const input tensor(s), but node has {n} const input(s)."
+    return None
 
 
 @check
