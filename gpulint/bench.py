@@ -24,7 +24,8 @@ import numpy as np
 
 from gpulint import reference
 from gpulint.executor import Device, Executor, ExecutorError
-from gpulint.model import read
+from gpulint.model import Model, read
+from gpulint.text import clean
 
 ROUNDS = 5
 # Both sides run untimed this long before each round of timed runs: idle through the other
@@ -46,6 +47,7 @@ class BenchResult:
     cold_start_s: float | None = None
     cached_start_s: float | None = None
     ops: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -64,6 +66,7 @@ class BenchResult:
             "cold_start_s": self.cold_start_s,
             "cached_start_s": self.cached_start_s,
             "ops": self.ops,
+            "warnings": self.warnings,
         }
 
 
@@ -74,7 +77,7 @@ def bench(
     inputs = reference.random_inputs(model, 0)
     threads = threads or os.cpu_count() or 1
     ex = Executor(model, device, precision)
-    ex.run(inputs)  # warm-up: the first launch of each kernel may compile it
+    outputs = ex.run(inputs)  # warm-up: the first launch of each kernel may compile it
     cpu: list[float] = []
     times: list[float] = []
     # Interleaved rounds: a shared machine's speed drifts over seconds (on the 2-core VM the
@@ -98,10 +101,31 @@ def bench(
         float(np.median(cpu)) * 1e3,
         float(np.median(times)) * 1e3,
         ops=_op_table(ex),
+        warnings=nonfinite_warnings(model, outputs),
     )
     if start:
         result.cold_start_s, result.cached_start_s = start_times(path, device, precision)
     return result
+
+
+def nonfinite_warnings(model: Model, outputs: list[np.ndarray]) -> list[str]:
+    """A time is only worth reading for a run whose results are usable: say which outputs came
+    out NaN or Inf (all of them, or how many)."""
+    sg = model.subgraphs[0]
+    warnings = []
+    for t, value in zip(sg.outputs, outputs, strict=True):
+        value = np.asarray(value)
+        if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
+            continue
+        bad = int(np.count_nonzero(~np.isfinite(value)))
+        if bad:
+            name = clean(sg.tensors[t].name, 100) or f"tensor {t}"
+            amount = "is all NaN/Inf" if bad == value.size else f"has {bad} NaN/Inf values of {value.size}"
+            warnings.append(
+                f"output {name} {amount} on the executor: these times are of a run whose results are unusable "
+                "(`gpulint verify --bisect` names the op that made the first NaN/Inf)"
+            )
+    return warnings
 
 
 def _op_table(ex: Executor) -> list[dict[str, Any]]:

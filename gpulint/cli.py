@@ -640,6 +640,8 @@ def bench_command(
     typer.echo(f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs")
     typer.echo(f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms")
     typer.echo(f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})")
+    for warning in result.warnings:
+        typer.echo(f"  warning: {warning}")
     if result.cold_start_s is not None and result.cached_start_s is not None:
         typer.echo(
             f"  start (read, build, first run): cold {result.cold_start_s:.2f} s, cached {result.cached_start_s:.2f} s"

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import conv_model, needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
 from gpulint.model import write
+from gpulint.model.build import ModelBuilder
 
 pytestmark = needs_opencl()
 runner = CliRunner()
@@ -45,3 +47,21 @@ def test_bench_refuses_a_bad_model(tmp_path: Path) -> None:
     junk.write_bytes(b"junk")
     r = runner.invoke(app, ["bench", str(junk)])
     assert r.exit_code == 2 and "gpulint: error:" in r.stderr
+
+
+def test_bench_says_when_the_executor_output_is_all_nan(tmp_path: Path) -> None:
+    """SQRT(-|x| - 1): NaN everywhere; bench times it but says the results are unusable."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    y = g.op("NEG", [g.op("ABS", [x], [1, 4, 4, 8])], [1, 4, 4, 8])
+    y = g.op("ADD", [y, g.const("minus_one", np.array([-1.0], np.float32))], [1, 4, 4, 8])
+    g.output(g.op("SQRT", [y], [1, 4, 4, 8], out_name="root"))
+    path = tmp_path / "nan.tflite"
+    write(mb.build(), path)
+    r = runner.invoke(app, ["bench", str(path), "--runs", "2", "--no-start", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (warning,) = json.loads(r.stdout)["warnings"]
+    assert warning.startswith("output root is all NaN/Inf on the executor")
+    text = runner.invoke(app, ["bench", str(path), "--runs", "2", "--no-start"])
+    assert "warning: output root is all NaN/Inf" in text.stdout
