@@ -18,6 +18,8 @@ from gpulint import __version__
 from gpulint.text import clean
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from gpulint.check import Settings
     from gpulint.fix import FixReport
     from gpulint.model import Model
@@ -302,7 +304,7 @@ def fix(
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
-    from gpulint.model import LossyWriteError, ModelError, read, write
+    from gpulint.model import ModelError, read
     from gpulint.passes import PassOptions
     from gpulint.passes.static_shapes import parse_input_shape
 
@@ -365,13 +367,38 @@ def fix(
         _verify_fixed(path, fixed)
     if dry_run or output is None:
         return
+    _write_fixed(path, output, fixed, report.changed)
+
+
+def _write_fixed(path: str, output: Path, fixed: Model, changed: bool) -> None:
+    """The fixed model to `output`; with nothing changed, the input's own bytes (never the input
+    itself rewritten). Bytes appended after the model (another tool's data) go along either way."""
+    from gpulint.atomic import write_atomic
+    from gpulint.model import LossyWriteError, write
+    from gpulint.summary import appended_text, describe_appended
+
+    if not changed and output.resolve() == Path(path).resolve():
+        typer.echo(f"{path}: left as it is")
+        return
     try:
-        write(fixed, output, allow_loss=False)
+        if changed:
+            write(fixed, output, allow_loss=False)
+        else:
+            write_atomic(output, _chunks(Path(path)))
     except LossyWriteError as e:  # the input holds what this schema cannot write back
         fail(path, clean(str(e), 1000) or "")
     except (OSError, ValueError) as e:
         fail(output, getattr(e, "strerror", None) or str(e))
-    typer.echo(f"{path}: wrote {output}")
+    info = describe_appended(fixed.appended)
+    if info:
+        typer.echo(f"{path}: kept the {appended_text(info)} appended after the model")
+    typer.echo(f"{path}: wrote {output}" if changed else f"{path}: copied to {output} unchanged")
+
+
+def _chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(size):
+            yield chunk
 
 
 def _verify_fixed(path: str, fixed: Model) -> None:
@@ -401,11 +428,12 @@ def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
     from gpulint.rules import pack
     from gpulint.rules.engine import Linter
 
-    lines = ["ops:"]
-    for op in sorted(set(report.ops_before) | set(report.ops_after)):
-        a, b = report.ops_before[op], report.ops_after[op]
-        if a != b:
-            lines.append(f"  {op:<24} {a:>4} -> {b}")
+    ops = [
+        f"  {op:<24} {report.ops_before[op]:>4} -> {report.ops_after[op]}"
+        for op in sorted(set(report.ops_before) | set(report.ops_after))
+        if report.ops_before[op] != report.ops_after[op]
+    ]
+    lines = ["ops:", *ops] if ops else ["ops: unchanged"]
     lines.append(f"tensors: {report.tensors_before} -> {report.tensors_after}")
     size = [sum(len(buf.data) for buf in m.buffers) for m in (before, after)]
     lines.append(f"constant bytes: {size[0]:,} -> {size[1]:,}")

@@ -67,6 +67,7 @@ class FixReport:
 def clone(model: Model) -> Model:
     """A deep copy that shares the (never mutated) constant bytes."""
     memo: dict[int, object] = {id(b.data): b.data for b in model.buffers}
+    memo[id(model.appended)] = model.appended
     for sg in model.subgraphs:
         for op in sg.operators:
             if op.custom_options is not None:

@@ -6,6 +6,10 @@ it is cut to a bounded length and stripped of control characters before it is sh
 
 from __future__ import annotations
 
+import ast
+import io
+import json
+import zipfile
 from collections import Counter
 from typing import Any
 
@@ -13,6 +17,8 @@ from gpulint.model.ir import Model, Quantization, Tensor
 from gpulint.text import clean
 
 SHOW_SCALES = 4
+SHOW_MEMBERS = 20
+MAX_METADATA_JSON = 1 << 20  # a metadata.json bigger than this is not read (a zip bomb stays packed)
 
 
 def _quant(q: Quantization | None) -> dict[str, Any] | None:
@@ -42,6 +48,52 @@ def _tensor(index: int, t: Tensor) -> dict[str, Any]:
         "shape_signature": t.shape_signature,
         "quantization": _quant(t.quantization),
     }
+
+
+def describe_appended(data: bytes | memoryview) -> dict[str, Any] | None:
+    """What another tool appended after the model: its size, and for a zip its member names
+    (TFLite Support's associated files) and the keys of a metadata.json (Ultralytics)."""
+    if not len(data):
+        return None
+    out: dict[str, Any] = {"bytes": len(data), "zip": None, "metadata_json_keys": None}
+    try:
+        with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
+            infos = z.infolist()
+            out["zip"] = [clean(i.filename) for i in infos[:SHOW_MEMBERS]]
+            out["zip_members"] = len(infos)
+            meta = next((i for i in infos if i.filename == "metadata.json"), None)
+            if meta is not None and meta.file_size <= MAX_METADATA_JSON:
+                out["metadata_json_keys"] = _keys(z.read(meta))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, RuntimeError, NotImplementedError):
+        pass  # not a zip (or one this zipfile cannot read): its size is all that is shown
+    return out
+
+
+def _keys(text: bytes) -> list[str] | None:
+    """The top-level keys of a metadata.json: JSON, or the Python literal older Ultralytics wrote."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            value = ast.literal_eval(text.decode("utf-8", "replace"))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    if not isinstance(value, dict):
+        return None
+    return [clean(str(k), 60) or "" for k in list(value)[:SHOW_MEMBERS]]
+
+
+def appended_text(info: dict[str, Any]) -> str:
+    """ "1,234 bytes (a zip: metadata.json; metadata.json keys: task, imgsz)"."""
+    text = f"{info['bytes']:,} bytes"
+    if info["zip"] is not None:
+        names = ", ".join(info["zip"]) or "no members"
+        more = info["zip_members"] - len(info["zip"])
+        text += f" (a zip: {names}{f' and {more} more' if more > 0 else ''}"
+        if info["metadata_json_keys"] is not None:
+            text += "; metadata.json keys: " + ", ".join(info["metadata_json_keys"])
+        text += ")"
+    return text
 
 
 def summarize(model: Model, path: str, size: int) -> dict[str, Any]:
@@ -105,6 +157,7 @@ def summarize(model: Model, path: str, size: int) -> dict[str, Any]:
             for sd in model.signature_defs or []
         ],
         "unknown_fields": [clean(u) for u in model.unknown],
+        "appended": describe_appended(model.appended),
     }
 
 
@@ -165,6 +218,8 @@ def render_text(s: dict[str, Any]) -> str:
             f"  signature {sd['key']}: subgraph {sd['subgraph']}, inputs {', '.join(map(str, sd['inputs']))}; "
             f"outputs {', '.join(map(str, sd['outputs']))}"
         )
+    if s["appended"]:
+        lines.append(f"  appended after the model: {appended_text(s['appended'])} (gpulint fix keeps them)")
     for u in s["unknown_fields"]:
         lines.append(f"  warning: {u} (gpulint fix would drop it)")
     return "\n".join(lines)

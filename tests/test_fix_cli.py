@@ -88,3 +88,46 @@ def test_output_safety(sample: Path, tmp_path: Path) -> None:
     r = runner.invoke(app, ["fix", str(sample), "-o", str(sample), "--force"])
     assert r.exit_code == 0 and "SPACE_TO_BATCH_ND" not in ops(sample)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_appended_metadata_zip_survives_fix(sample: Path, tmp_path: Path) -> None:
+    """Ultralytics appends a zip with metadata.json after the flatbuffer: every file fix writes keeps it."""
+    import json
+    import zipfile
+
+    from test_roundtrip_appended import META, ultralytics_zip
+
+    zipped = ultralytics_zip()
+    model = tmp_path / "yolo.tflite"
+    model.write_bytes(sample.read_bytes() + zipped)
+    r = runner.invoke(app, ["inspect", str(model)])
+    assert (
+        f"appended after the model: {len(zipped):,} bytes (a zip: metadata.json; "
+        "metadata.json keys: task, imgsz, stride, names, kpt_shape)" in r.stdout
+    )
+    fixed, again = tmp_path / "fixed.tflite", tmp_path / "again.tflite"
+    for src, out in ((model, fixed), (fixed, again)):  # a change, then nothing to change
+        r = runner.invoke(app, ["fix", str(src), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        assert f"kept the {len(zipped)} bytes (a zip: metadata.json;" in r.stdout
+        assert out.read_bytes().endswith(zipped)
+        with zipfile.ZipFile(out) as z:
+            assert json.loads(z.read("metadata.json")) == META
+    assert again.read_bytes() == fixed.read_bytes()
+    assert read(fixed).appended == zipped
+
+
+def test_nothing_to_change_copies_the_input_bytes(sample: Path, tmp_path: Path) -> None:
+    fixed, again = tmp_path / "fixed.tflite", tmp_path / "again.tflite"
+    assert runner.invoke(app, ["fix", str(sample), "-o", str(fixed)]).exit_code == 0
+    before = fixed.read_bytes() + b"\0\0\0\0"  # bytes a rewrite would not reproduce
+    fixed.write_bytes(before)
+    r = runner.invoke(app, ["fix", str(fixed), "-o", str(again)])
+    assert r.exit_code == 0 and "nothing to change" in r.stdout and "copied to" in r.stdout
+    assert again.read_bytes() == before
+    stamp = fixed.stat().st_mtime_ns
+    r = runner.invoke(app, ["fix", str(fixed), "-o", str(fixed), "--force"])
+    assert r.exit_code == 0 and f"{fixed}: left as it is" in r.stdout
+    assert fixed.read_bytes() == before and fixed.stat().st_mtime_ns == stamp
+    r = runner.invoke(app, ["fix", str(fixed), "--dry-run", "--diff"])
+    assert "ops:" not in r.stdout.splitlines() and "ops: unchanged" in r.stdout

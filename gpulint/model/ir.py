@@ -246,6 +246,9 @@ class Model:
     metadata_buffer: list[int] | None = None
     metadata: list[Metadata] | None = None
     signature_defs: list[SignatureDef] | None = None
+    # Bytes another tool appended after the model (Ultralytics' metadata zip, TFLite Support's
+    # associated files): not the schema's, but the user's; `write` puts them back after the model.
+    appended: bytes | memoryview = b""
     # What the file held that the installed schema does not know, one line each. Writing such
     # a model would drop it, so `write` refuses unless told the loss is accepted.
     unknown: list[str] = field(default_factory=list, compare=False)

@@ -88,7 +88,31 @@ def read_buffer(buf: bytes | bytearray | mmap.mmap) -> Model:
     except (struct.error, IndexError, ValueError, OverflowError, TypeError, MemoryError) as e:
         raise ModelError(f"corrupt flatbuffer while reading {reader.where}: {e}") from None
     _check_references(model)
+    model.appended = appended(buf, reader.end)
     return model
+
+
+def appended(buf: bytes | bytearray | mmap.mmap, end: int) -> bytes | memoryview:
+    """The bytes another tool appended after the model, which ends at `end`.
+
+    A flatbuffer has no length field: the model ends with the last byte any of its tables,
+    vtables, vectors or strings covers, or with the last constant stored after the flatbuffer
+    at a Buffer.offset (schema.fbs, Buffer) or a large_custom_options_offset. Zero bytes after
+    that are padding: builders pad to the largest alignment (16, Buffer.data's force_align) and
+    the converter writes 16 zeros after external buffers and then aligns to 16
+    (tflite/converter/flatbuffer_export.cc AppendBufferData). What follows is someone else's
+    data: Ultralytics appends a zip with metadata.json, TFLite Support a zip of associated files.
+    """
+    size = len(buf)
+    if end >= size:
+        return b""
+    tail = np.frombuffer(buf, np.uint8, size - end, end)
+    nonzero = np.flatnonzero(tail[:4096])
+    if not len(nonzero):
+        nonzero = np.flatnonzero(tail)
+        if not len(nonzero):
+            return b""
+    return memoryview(buf)[end + int(nonzero[0]) :]
 
 
 _FMT = {
@@ -151,6 +175,7 @@ class _Reader:
         self.budget = 2 * self.size + 4096
         self.where = "the model table"
         self.unknown: list[str] = []
+        self.end = 8  # past the last byte the model covers: the root offset and file identifier so far
 
     # -- bounds ---------------------------------------------------------------------------
 
@@ -168,6 +193,8 @@ class _Reader:
     def span(self, start: int, n: int, what: str) -> memoryview:
         if start < 0 or n < 0 or start + n > self.size:
             raise self.corrupt(f"{what} at bytes {start}..{start + n} is outside the file ({self.size} bytes)")
+        if start + n > self.end:
+            self.end = start + n
         return self.view[start : start + n]
 
     def u32(self, pos: int) -> int:
@@ -192,10 +219,14 @@ class _Reader:
         vtable = pos - _I32.unpack_from(buf, pos)[0]
         if not 0 <= vtable <= size - 4:
             raise self.corrupt(f"{table} vtable at byte {vtable} is outside the file ({size} bytes)")
-        vsize = _U16.unpack_from(buf, vtable)[0]
+        vsize, tsize = _U16X2.unpack_from(buf, vtable)
         nslots = max(0, (vsize - 4) // 2)
         if vtable + 4 + 2 * nslots > size:
             raise self.corrupt(f"{table} vtable at byte {vtable} runs past the end of the file")
+        # The vtable holds the table's inline size: both count toward where the model ends.
+        end = vtable + 4 + 2 * nslots if vtable > pos else min(pos + tsize, size)
+        if end > self.end:
+            self.end = end
         slots = struct.unpack_from(f"<{nslots}H", buf, vtable + 4)
         known = _known_slots(table)
         if nslots > len(known) or not all(known[:nslots]):
@@ -395,7 +426,7 @@ def _enum_fields(table: str) -> tuple[tuple[str, str], ...]:
 
 _DETAILS = schema.enum_members("QuantizationDetails")
 _INDEX_DTYPES = {"Int32Vector": "<i4", "Uint16Vector": "<u2", "Uint8Vector": "u1"}
-_U16 = struct.Struct("<H")
+_U16X2 = struct.Struct("<HH")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 

@@ -5,6 +5,7 @@ Every table goes through one generic helper, `_Writer.table`, which walks the fi
 tables need no case of their own. Constant buffers are 16-byte aligned, as the converter
 writes them. A model whose constants do not fit a flatbuffer's 2 GiB is written the way the
 converter writes large models: buffers after the flatbuffer, found by Buffer.offset/size.
+Bytes another tool appended after the model (`Model.appended`) follow it, 16-byte aligned.
 Files are written atomically: a temporary file beside the target, then a rename.
 """
 
@@ -58,6 +59,10 @@ def write(
     schema does not know, unless `allow_loss`.
     """
     head, tail = serialize(model, allow_loss=allow_loss, external_buffers=external_buffers)
+    if len(model.appended):
+        # Aligned, so a reader finds them where the model's padding ends (read.appended).
+        end = len(head) + sum(len(t) for t in tail)
+        tail += [b"\0" * (-end % ALIGN), model.appended]
     write_atomic(path, [head, *tail])
 
 
