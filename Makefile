@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean browser oracle oracle-webgpu
+.PHONY: demo test lint bench clean browser oracle oracle-webgpu converters
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev browser oracle oracle-webgpu
+test: $(VENV)/.installed-dev browser oracle oracle-webgpu converters
 	$(BIN)/python -m pytest -q
 
 # The report tests render pages in Debian's headless Chromium. Installed here when it is missing
@@ -46,6 +46,12 @@ oracle:
 oracle-webgpu:
 	@tests/oracle/setup.sh $(ORACLE_VENV) --webgpu || true
 
+# Converter corpora of our own (issues #15, #22): real converters in venvs of their own, each corpus built
+# once and cached (.converter-cache/) by its package versions and config. Best effort, like `oracle`: where a
+# toolchain cannot be set up, its tests skip and say why. One line per converter.
+converters:
+	-@tests/converters/setup_yolo.sh .yolo-venv .converter-cache/yolo || true
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gpulint tests bench
 	$(BIN)/ruff format --check gpulint tests bench
@@ -59,4 +65,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .converter-cache

@@ -1,0 +1,1 @@
+"""Converter corpora of our own, each built in a venv of its own (issues #15, #22)."""
