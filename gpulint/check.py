@@ -34,6 +34,7 @@ class Settings:
     backend: str = "both"  # opencl | opengl | both: which of the delegate's backends must build the graph
     rules: list[Path] = field(default_factory=list)
     config: Path | None = None
+    target_settings: dict[str, Any] = field(default_factory=dict)  # a target's own options (--coreml-version)
 
 
 CONFIG_KEYS = {
@@ -201,7 +202,10 @@ def check_model(model: Model, path: str, settings: Settings) -> FileResult:
     """Lint a model already in memory; `path` names it in the results."""
     targets = pack.load_targets(settings.rules)
     backends = None if settings.backend == "both" else (settings.backend,)
-    linter = Linter(targets[settings.target], settings.quantized, targets=targets, backends=backends)
+    target = targets[settings.target]
+    own = {k: v for k, v in settings.target_settings.items() if k in target.settings}
+    target = pack.configure(target, own) if own else target
+    linter = Linter(target, settings.quantized, targets=targets, backends=backends)
     result: LintResult = linter.lint(model)
     findings = [f for f in result.findings if selected(f, settings, path)]
     return FileResult(path, None, findings, result.ops, result.plans, result.verdict, result.reason, result.backends)

@@ -130,6 +130,23 @@ def check(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
     html: Annotated[Path | None, typer.Option(help="Also write an HTML readiness report of the checked files.")] = None,
+    matrix: Annotated[
+        bool,
+        typer.Option(
+            "--matrix",
+            help="One row per model, one column per device family (Android OpenCL / OpenGL ES, LiteRT GPU, "
+            "iOS Metal, iOS Core ML): outcome, share of ops delegated, partitions, first reason.",
+        ),
+    ] = False,
+    coreml_version: Annotated[
+        int | None, typer.Option(help="--target coreml: the Core ML version the delegate targets, 2 or 3 (default 3).")
+    ] = None,
+    coreml_all_devices: Annotated[
+        bool,
+        typer.Option(
+            help="--target coreml: the delegate is created on every device, not only those with a Neural Engine."
+        ),
+    ] = False,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
     from gpulint import output as render
@@ -168,6 +185,16 @@ def check(
             fail(None, f"unknown backend `{settings.backend}`; known: {', '.join(BACKENDS)}")
         if settings.target not in targets:
             fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
+        if coreml_version is not None and coreml_version not in (2, 3):
+            fail(None, f"--coreml-version must be 2 or 3, not {coreml_version}")
+        if (coreml_version is not None or coreml_all_devices) and settings.target != "coreml" and not matrix:
+            fail(None, "--coreml-version and --coreml-all-devices apply to --target coreml (or --matrix)")
+        if coreml_version is not None:
+            settings.target_settings["coreml_version"] = coreml_version
+        if coreml_all_devices:
+            settings.target_settings["all_devices"] = True
+        if matrix and output_format not in (Format.text, Format.json):
+            fail(None, "--matrix writes text or json")
         catalog = builtin_rules()
         for what, values in (
             ("--select", settings.select),
@@ -177,6 +204,10 @@ def check(
             validate_selectors(values, catalog, what)
     except (SettingsError, PackError) as e:
         fail(None, str(e))
+
+    if matrix:
+        _check_matrix(paths, settings, output_format is Format.json, output, html)
+        return
 
     # A progress bar on a terminal when there are several files; never in logs or pipes.
     from gpulint.check import discover
@@ -226,14 +257,70 @@ def check(
         raise typer.Exit(EXIT_FINDINGS)
 
 
+def _check_matrix(paths: list[str], settings: Any, as_json: bool, output: Path | None, html: Path | None) -> None:
+    from gpulint import matrix as mx
+    from gpulint.atomic import write_atomic
+    from gpulint.check import discover
+
+    found = list(discover(paths))
+    for p, err in found:
+        if err is not None:
+            typer.echo(f"gpulint: error: {p}: {err}", err=True)
+    rows = mx.matrix([p for p, err in found if err is None], settings.quantized, settings.target_settings)
+    for r in rows:
+        if r.error is not None:
+            typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
+    text = mx.render_json(rows, settings.quantized, settings.target_settings) if as_json else mx.render_text(rows)
+    if output is not None:
+        try:
+            write_atomic(output, [(text + "\n").encode("utf-8")])
+        except OSError as e:
+            fail(output, e.strerror or str(e))
+    else:
+        typer.echo(text)
+    if html is not None:
+        from gpulint.report import matrix_section
+
+        _write_report(html, [], matrix_section(rows))
+    if any(err is not None for _, err in found) or any(r.error is not None for r in rows):
+        raise typer.Exit(EXIT_USAGE)
+
+
 @app.command("rules")
-def list_rules() -> None:
+def list_rules(
+    target: Annotated[
+        str | None, typer.Option(help="Also list a target pack's op entries: limits, checks and sources.")
+    ] = None,
+) -> None:
     """List every rule: code, severity, name and what it flags."""
-    from gpulint.rules.pack import builtin_rules
+    from gpulint.rules.pack import PackError, builtin_rules, load_targets
 
     for rule in builtin_rules().values():
         fix = f"  [fix: {rule.fix_pass}]" if rule.fix_pass else ""
         typer.echo(f"{rule.code}  {rule.severity:<7}  {rule.name:<28}  {rule.summary}{fix}")
+    if target is None:
+        return
+    targets = load_targets()
+    try:
+        t = targets[target]
+    except KeyError:
+        fail(None, f"unknown target `{target}`; known: {', '.join(targets)}")
+    except PackError as e:
+        fail(None, str(e))
+    typer.echo(f"\n{t.name}: {t.title}\nsource: {t.source}")
+    if t.settings:
+        typer.echo("settings: " + ", ".join(f"{k}={v}" for k, v in t.settings.items()))
+    partitions = "no limit" if t.max_partitions == 0 else str(t.max_partitions)
+    typer.echo(f"partitions: {partitions}, at least {t.min_partition_nodes} node(s) each")
+    for name, support in [*sorted(t.ops.items()), *sorted(t.custom_ops.items())]:
+        version = f"v1-{support.max_version}" if support.max_version is not None else "any version"
+        checks = ", ".join(c.name for c in support.checks) or "-"
+        init = ", ".join(c.name for c in support.init_checks)
+        typer.echo(f"  {name:<28} {version:<12} checks: {checks}" + (f"; at init: {init}" if init else ""))
+        typer.echo(f"  {'':<28} source: {support.source or t.source}")
+    for b in t.backends.values():
+        extra = [*(f"{op}: no kernel" for op in b.no_kernel), *b.graph_checks]
+        typer.echo(f"  backend {b.name} ({b.title}): {', '.join(extra) or 'no known limits'}; source: {b.source}")
 
 
 @app.command("rule")
@@ -751,12 +838,12 @@ def _report_section(path: str, settings: Settings, with_fix: bool, node_data: Pa
     return model_section(model, result, settings, os.path.getsize(path), summary)
 
 
-def _write_report(output: Path, sections: list[dict[str, Any]]) -> None:
+def _write_report(output: Path, sections: list[dict[str, Any]], matrix: dict[str, Any] | None = None) -> None:
     from gpulint.atomic import write_atomic
     from gpulint.report import render
 
     try:
-        write_atomic(output, [render(sections).encode("utf-8")])
+        write_atomic(output, [render(sections, matrix).encode("utf-8")])
     except OSError as e:
         fail(output, e.strerror or str(e))
 

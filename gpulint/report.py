@@ -259,13 +259,41 @@ def model_section(
     }
 
 
-def render(sections: list[dict[str, Any]]) -> str:
+def matrix_section(rows: list[Any]) -> dict[str, Any]:
+    """`check --matrix` as plain data: each model's cell per device family (gpulint.matrix.Row)."""
+    from gpulint.matrix import COLUMNS, short
+
+    return {
+        "columns": [c.title for c in COLUMNS],
+        "rows": [
+            {
+                "path": clean(r.path, 200),
+                "error": clean(r.error, 300) if r.error else None,
+                "cells": [
+                    {
+                        "outcome": r.cells[c.id].outcome,
+                        "text": short(r.cells[c.id]),
+                        "reason": clean(r.cells[c.id].reason, 400),
+                    }
+                    for c in COLUMNS
+                ]
+                if r.error is None
+                else [],
+            }
+            for r in rows
+        ],
+    }
+
+
+def render(sections: list[dict[str, Any]], matrix: dict[str, Any] | None = None) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gpulint", "reports"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template("report.html.j2").render(sections=sections, version=__version__, colors=PLACEMENT_COLORS)
+    return env.get_template("report.html.j2").render(
+        sections=sections, version=__version__, colors=PLACEMENT_COLORS, matrix=matrix
+    )
 
 
 def node_data(model: Model, result: FileResult) -> dict[str, Any]:
