@@ -993,3 +993,50 @@ def test_batch_matmul_variants(
 
     assert_matches(single(matmul))
     assert_matches(single(matmul), precision="fp16")
+
+
+@pytest.mark.parametrize("blocking", ["cpu", "gpu"])
+@pytest.mark.parametrize(("c", "groups", "k"), [(16, 2, 1), (32, 4, 3), (8, 2, 3), (16, 2, 3)])
+def test_slice_aligned_groups_read_only_their_slices(
+    c: int, groups: int, k: int, blocking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups of whole slices run as the delegate's grouped ConvGeneric: weights of one group's
+    inputs, each output block reading its group's input slices (gs = slices per group), with
+    a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's."""
+    if blocking == "gpu":
+        monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 7, 9, c])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU")
+        return g.op(
+            "CONV_2D", [x, g.const("w", w(c, k, k, c // groups)), g.const("b", w(c))], [1, 7, 9, c], options=opts
+        )
+
+    assert_matches(single(build))
+    (launch,) = Executor(single(build), DEVICE).launches  # input_launches hold the input's conversion
+    gs = launch.args[7]
+    assert (int(gs["x"]), int(gs["y"])) == (c // groups // 4, c // groups // 4)
+
+
+@pytest.mark.parametrize("blocking", ["cpu", "gpu"])
+@pytest.mark.parametrize(
+    ("cin", "cout", "k", "stride", "padding"), [(6, 5, 1, 1, "VALID"), (8, 16, 3, 1, "SAME"), (5, 9, 3, 2, "VALID")]
+)
+def test_conv2d_with_runtime_weights(
+    cin: int, cout: int, k: int, stride: int, padding: str, blocking: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Weights that are an input: put in the kernel's order by a copy on the device each run."""
+    if blocking == "gpu":
+        monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
+    o = out_size(9, k, stride, 1, padding)
+
+    def build(g: SubgraphBuilder) -> int:
+        x, wt = g.input("x", [1, 9, 9, cin]), g.input("w", [cout, k, k, cin])
+        opts = dict(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function="RELU")
+        return g.op("CONV_2D", [x, wt, g.const("b", w(cout))], [1, o, o, cout], options=opts)
+
+    assert_matches(single(build))
+    assert_matches(single(build), precision="fp16")

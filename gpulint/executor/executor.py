@@ -837,11 +837,16 @@ class _Lowering:
         return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
 
     def conv2d(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
-        w = self.float_const(op.inputs[1])
-        if w is None:
-            raise ExecutorError("runtime weights")
-        o, kh, kw, i = w.shape
         c = (self.shape(op.inputs[0]) or [1])[-1]
+        value = self.float_const(op.inputs[1])
+        if value is None:  # runtime weights: the delegate takes them when they are not grouped (model_builder.cc)
+            shape = self.shape(op.inputs[1])
+            if len(shape) != 4 or shape[3] != c:
+                raise ExecutorError("runtime weights of a grouped conv")
+            self.conv_with(oi, op, opts, act, op.inputs[1], (shape[0], shape[1], shape[2], shape[3]), None)
+            return
+        w: np.ndarray = value
+        o, kh, kw, i = w.shape
         groups = c // i if i and c % i == 0 else 0
         if not groups or o % groups:
             raise ExecutorError(f"a filter of {i} input channels on {c} channels")
@@ -862,6 +867,20 @@ class _Lowering:
             for g in range(groups):
                 dense[g * per : (g + 1) * per, :, :, g * i : (g + 1) * i] = w[g * per : (g + 1) * per]
             w = dense
+        self.conv_with(oi, op, opts, act, w, (o, kh, kw, int(w.shape[3])), group_slices)
+
+    def conv_with(
+        self,
+        oi: int,
+        op: Operator,
+        opts: dict[str, Any],
+        act: int,
+        w: np.ndarray | int,
+        w_shape: tuple[int, int, int, int],
+        group_slices: tuple[int, int] | None,
+    ) -> None:
+        """CONV_2D `op` with weights `w`: constant values, or a runtime tensor's index."""
+        o, kh, kw, _ = w_shape
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         xs, ys = self.shape(x), self.shape(op.outputs[0])
@@ -875,7 +894,7 @@ class _Lowering:
         self,
         oi: int,
         src: Any,
-        w: np.ndarray,
+        w: np.ndarray | int,
         bias: np.ndarray,
         dst: Any,
         shapes: tuple[list[int], list[int]],
@@ -888,7 +907,8 @@ class _Lowering:
         """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
         1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane.
         `group_slices`: a grouped conv's (input, output) slices per group; `w` then holds one
-        group's input channels."""
+        group's input channels. `w` as a tensor index: runtime weights, put in the kernel's
+        order by a copy on the device each run (the delegate converts them with a kernel too)."""
         xs, ys = shapes
         kw, kh, sw, sh, dw, dh = geometry
         b, h, wd, c = layout.bhwc(ys)
@@ -903,7 +923,10 @@ class _Lowering:
         groups = -(-so // ob)
         padded = np.zeros(groups * ob * 4, np.float32)
         padded[: len(bias)] = bias
-        weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
+        if isinstance(w, int):
+            weights = self.runtime_weights(oi, w, ob)
+        else:
+            weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
         head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
         epilogue = epilogue or self.steps([], [])
         tail, suffix = (epilogue.args, "_fused") if epilogue else ([], "")
@@ -915,6 +938,19 @@ class _Lowering:
             return
         shape_args = [np.int32(c), _i2(*gs), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
         self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups), defines)
+
+    def runtime_weights(self, oi: int, t: int, ob: int) -> Any:
+        """A buffer in conv_weights' order that a copy fills from runtime tensor `t` [O, kh, kw, I]."""
+        shape = self.shape(t)
+        n = int(np.prod(shape))
+        if n >= 1 << 24:  # conv_weights' float32 holds the element numbers exactly below 2^24
+            raise ExecutorError("runtime weights of 2^24 elements or more")
+        order = self.conv_weights(np.arange(1, n + 1, dtype=np.float32).reshape(shape), ob)  # 0: padding
+        dst_off = np.flatnonzero(order)
+        src_off = layout.offsets(shape)[order[dst_off].astype(np.int64) - 1]
+        packed = self.ex.upload(np.zeros(order.size), writable=True)
+        self.copy_pairs(oi, self.ex.buffer(t), packed, dst_off, src_off)
+        return packed
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
