@@ -796,46 +796,59 @@ def report(
     if settings.target not in targets:
         fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
     sections = []
-    for path in paths:
+    for path in paths:  # each model, and each part of it, degrades on its own: the report is written
         section = _report_section(path, settings, with_fix, node_data if len(paths) == 1 else None)
-        if verify:
+        if verify and not section["error"]:
             from gpulint.verify import Request
 
-            result = _run_verify(Request(Path(path), target=settings.target), None)
-            section["verify"] = result.to_json()
+            result, error, _ = _try_verify(Request(Path(path), target=settings.target), None)
+            if error is not None:
+                typer.echo(f"gpulint: {path}: not verified: {error}", err=True)
+                section["verify_error"] = error
+            else:
+                section["verify"] = result.to_json()
         sections.append(section)
+    if all(s["error"] for s in sections):  # nothing to report: the errors are printed
+        raise typer.Exit(EXIT_USAGE)
     _write_report(output, sections)
     typer.echo(f"wrote {output}")
+    if any(s["error"] for s in sections):
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _report_section(path: str, settings: Settings, with_fix: bool, node_data: Path | None) -> dict[str, Any]:
     from gpulint.atomic import write_atomic
     from gpulint.check import check_model
     from gpulint.model import ModelError, read, to_bytes
-    from gpulint.report import FixSummary, model_section, write_node_data
+    from gpulint.report import FixSummary, error_section, model_section, write_node_data
 
     try:
         model = read(path)
     except ModelError as e:
-        fail(path, str(e))
+        typer.echo(f"gpulint: error: {path}: {e}", err=True)
+        return error_section(path, str(e))
+    except OSError as e:
+        typer.echo(f"gpulint: error: {path}: {e.strerror or e}", err=True)
+        return error_section(path, e.strerror or str(e))
     result = check_model(model, path, settings)
-    summary = None
+    summary, fix_error = None, None
     if with_fix:
         from gpulint.fix import FixError, fix_model, select_passes
         from gpulint.passes import PassOptions
 
         try:
             fixed, fix_report = fix_model(Path(path), model, select_passes(None, False), PassOptions())
+            after = check_model(fixed, path, settings)
+            summary = FixSummary(fix_report, result, after, os.path.getsize(path), len(to_bytes(fixed)))
         except FixError as e:
-            fail(path, str(e))
-        after = check_model(fixed, path, settings)
-        summary = FixSummary(fix_report, result, after, os.path.getsize(path), len(to_bytes(fixed)))
+            fix_error = clean(str(e), 1000) or "?"
+            typer.echo(f"gpulint: {path}: no fix preview: {fix_error}", err=True)
     if node_data is not None:
         try:
             write_atomic(node_data, [write_node_data(node_data, model, result)])
         except OSError as e:
             fail(node_data, e.strerror or str(e))
-    return model_section(model, result, settings, os.path.getsize(path), summary)
+    return model_section(model, result, settings, os.path.getsize(path), summary, fix_error)
 
 
 def _write_report(output: Path, sections: list[dict[str, Any]], matrix: dict[str, Any] | None = None) -> None:

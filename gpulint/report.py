@@ -174,8 +174,19 @@ def _coverage(result: FileResult) -> dict[str, Any]:
     }
 
 
+def error_section(path: str, message: str) -> dict[str, Any]:
+    """A model that could not be reported at all (an unreadable file): its path and why, so the
+    other models' sections are still written."""
+    return {"path": clean(path, 300), "error": clean(message, 1000) or "?"}
+
+
 def model_section(
-    model: Model, result: FileResult, settings: Settings, size: int, fix: FixSummary | None = None
+    model: Model,
+    result: FileResult,
+    settings: Settings,
+    size: int,
+    fix: FixSummary | None = None,
+    fix_error: str | None = None,
 ) -> dict[str, Any]:
     rules = builtin_rules()
     plans = []
@@ -254,6 +265,9 @@ def model_section(
         "findings": _findings(result, rules),
         "table": table,
         "fix": fix_view,
+        "error": None,
+        "fix_error": clean(fix_error, 1000) if fix_error else None,  # why there is no fix preview
+        "verify_error": None,  # why `report --verify` could not verify it
         "verify": None,  # filled in by `gpulint report --verify`
         "description": clean(model.description, 200),
     }

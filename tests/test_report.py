@@ -188,3 +188,61 @@ def test_every_output_carries_a_refused_graph(tmp_path: Path) -> None:
     ):
         r = runner.invoke(app, ["check", str(path), "--format", fmt])
         assert r.exit_code == 1 and needle in r.output, (fmt, r.output)
+
+
+def custom_op_model(tmp_path: Path) -> Path:
+    """An atrous block (which the safe fix rewrites) and MediaPipe's Landmarks2TransformMatrix, a
+    custom op the LiteRT interpreter cannot run: check knows the model, fix cannot prove its
+    rewrite, verify has no reference."""
+    rng = np.random.default_rng(2)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 16, 16, 4])
+    block = g.const("block", np.array([2, 2], np.int32))
+    y = g.op("SPACE_TO_BATCH_ND", [x, block, g.const("pads", np.full((2, 2), 2, np.int32))], [4, 10, 10, 4])
+    w = g.const("w", rng.standard_normal((4, 3, 3, 4)).astype(np.float32))
+    opts = dict(padding="VALID", stride_w=1, stride_h=1)
+    y = g.op("CONV_2D", [y, w, g.const("b", np.zeros(4, np.float32))], [4, 8, 8, 4], options=opts)
+    y = g.op("BATCH_TO_SPACE_ND", [y, block, g.const("crops", np.zeros((2, 2), np.int32))], [1, 16, 16, 4])
+    g.output(g.op("Landmarks2TransformMatrix", [y], [1, 4, 4], custom_options=b"", out_name="matrix"))
+    path = tmp_path / "landmarks.tflite"
+    write(mb.build(), path)
+    return path
+
+
+def test_one_model_cannot_abort_a_report(tmp_path: Path) -> None:
+    """Issue 15 item 5: a model whose custom op the interpreter cannot run (and an unreadable file)
+    used to end `report` with exit 2 and no HTML. Every model gets its section; what check knows
+    is shown, and the fix preview and the verification say why they are missing."""
+    good, custom = tmp_path / "sample.tflite", custom_op_model(tmp_path)
+    write(sample_model(), good)
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(good), str(custom), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    first, second = html.split('<section class="model"')[1:]
+    assert "<td>verdict</td><td>not-worth-it</td><td>ready</td>" in first  # its fix preview
+    assert '<div class="word" data-verdict=' in second and "Landmarks2TransformMatrix" in second  # check's part
+    assert "No fix preview: " in second and "unresolved custom op: Landmarks2TransformMatrix" in second
+    assert "no fix preview" in r.stderr
+    r = runner.invoke(app, ["report", str(good), str(tmp_path / "missing.tflite"), str(custom), "-o", str(out)])
+    assert r.exit_code == 2 and "missing.tflite: no such file" in r.stderr
+    html = out.read_text()
+    assert html.count('<section class="model"') == 3 and "Not reported: no such file" in html
+
+
+def test_report_verify_degrades_per_model(tmp_path: Path) -> None:
+    from helpers import opencl_device
+
+    device, why = opencl_device()
+    if device is None:
+        pytest.skip(why)
+    good, custom = tmp_path / "sample.tflite", custom_op_model(tmp_path)
+    write(sample_model(), good)
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(good), str(custom), "--verify", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    first, second = html.split('<section class="model"')[1:3]
+    assert re.search(r'class="ok">PASS</b>', first)
+    assert "Not verified: " in second and "unresolved custom op" in second and "not verified" in r.stderr
