@@ -369,8 +369,13 @@ def fix(
     ] = None,
     unsafe_fixes: Annotated[bool, typer.Option(help="Also run passes that change the interface or precision.")] = False,
     keep_fp16: Annotated[
-        bool, typer.Option(help="Leave fp16 weights behind DEQUANTIZE (the delegate folds them).")
-    ] = False,
+        bool,
+        typer.Option(
+            "--keep-fp16/--fold-fp16",
+            help="Keep fp16 weights behind their DEQUANTIZE, which every GPU delegate folds itself; "
+            "--fold-fp16 makes them float32 constants (twice the bytes) for runtimes that do not.",
+        ),
+    ] = True,
     dry_run: Annotated[bool, typer.Option(help="Say what would change; write nothing.")] = False,
     diff: Annotated[bool, typer.Option(help="Show ops, tensors and check findings before and after.")] = False,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output, or the input itself.")] = False,
@@ -755,6 +760,8 @@ def bench_command(
     typer.echo(f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs")
     typer.echo(f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms")
     typer.echo(f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})")
+    for p in result.partitions if any(p["kind"] == "cpu" for p in result.partitions) else []:
+        typer.echo(f"    partition {p['kind']:3} {p['ms']:8.3f} ms on {p['ran_on']}: {clean(p['summary'], 300)}")
     for warning in result.warnings:
         typer.echo(f"  warning: {warning}")
     if result.cold_start_s is not None and result.cached_start_s is not None:
@@ -837,7 +844,7 @@ def _report_section(path: str, settings: Settings, with_fix: bool, node_data: Pa
         from gpulint.passes import PassOptions
 
         try:
-            fixed, fix_report = fix_model(Path(path), model, select_passes(None, False), PassOptions())
+            fixed, fix_report = fix_model(Path(path), model, select_passes(None, False), PassOptions(keep_fp16=True))
             after = check_model(fixed, path, settings)
             summary = FixSummary(fix_report, result, after, os.path.getsize(path), len(to_bytes(fixed)))
         except FixError as e:

@@ -33,7 +33,7 @@ def test_fix_writes_a_verified_model(sample: Path, tmp_path: Path) -> None:
     assert "fold-atrous: subgraph 0: folded SPACE_TO_BATCH_ND -> CONV_2D -> BATCH_TO_SPACE_ND" in r.stdout
     assert "verified on the LiteRT CPU interpreter: max abs error per output" in r.stdout
     assert "1 unsafe pass(es) would apply: rgba-input (--unsafe-fixes)" in r.stdout
-    assert ops(out) == ["CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"]
+    assert ops(out) == ["DEQUANTIZE", "CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"]
     check = runner.invoke(app, ["check", str(out), "--format", "json"])
     assert check.exit_code == 0  # no errors left: the atrous pattern and its CPU partitions are gone
 
@@ -48,7 +48,7 @@ def test_diff_and_dry_run(sample: Path, tmp_path: Path) -> None:
 
 def test_passes_and_unsafe_fixes(sample: Path, tmp_path: Path) -> None:
     out = tmp_path / "o.tflite"
-    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--passes", "dequantize-constants"])
+    r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--passes", "dequantize-constants", "--fold-fp16"])
     assert r.exit_code == 0
     assert ops(out)[:2] == ["CONV_2D", "DEPTHWISE_CONV_2D"] and "SPACE_TO_BATCH_ND" in ops(out)
     r = runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--passes", "rgba-input"])
@@ -61,10 +61,40 @@ def test_passes_and_unsafe_fixes(sample: Path, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "unknown pass nope" in r.stderr
 
 
-def test_keep_fp16(sample: Path, tmp_path: Path) -> None:
+def test_fp16_weights_stay_fp16_unless_asked(sample: Path, tmp_path: Path) -> None:
+    """The delegate folds fp16 DEQUANTIZE itself (FP16GraphPartitionHelper): folding doubles the weights for nothing."""
     out = tmp_path / "o.tflite"
-    assert runner.invoke(app, ["fix", str(sample), "-o", str(out), "--keep-fp16"]).exit_code == 0
+    assert runner.invoke(app, ["fix", str(sample), "-o", str(out)]).exit_code == 0
+    m = read(out)
+    dq = m.subgraphs[0].operators[0]
+    assert m.op_name(dq) == "DEQUANTIZE" and m.subgraphs[0].tensors[dq.inputs[0]].type == "FLOAT16"
+    assert runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--keep-fp16"]).exit_code == 0
     assert ops(out)[0] == "DEQUANTIZE"
+    assert runner.invoke(app, ["fix", str(sample), "-o", str(out), "--force", "--fold-fp16"]).exit_code == 0
+    assert ops(out)[0] == "CONV_2D"
+
+
+def test_int8_weights_are_dequantized(tmp_path: Path) -> None:
+    """A constant int8 DEQUANTIZE becomes a CONSTANT node whose output the conv takes as run-time
+    weights (model_builder.cc DequantizeOperationParser), which the OpenGL backend cannot build."""
+    import numpy as np
+
+    from gpulint.model.build import ModelBuilder
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 8])
+    w = g.op("DEQUANTIZE", [g.const("w_int8", np.ones((8, 3, 3, 8), np.int8), quant=(0.1, 0))], [8, 3, 3, 8])
+    b = g.const("b", np.zeros(8, np.float32))
+    y = g.op("CONV_2D", [x, w, b], [1, 8, 8, 8], options=dict(padding="SAME", stride_w=1, stride_h=1))
+    g.output(y)
+    src, out = tmp_path / "int8w.tflite", tmp_path / "o.tflite"
+    write(mb.build(), src)
+    assert "opengl: init-failure" in runner.invoke(app, ["check", str(src)]).stdout
+    r = runner.invoke(app, ["fix", str(src), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert ops(out) == ["CONV_2D"]
+    assert "verdict: ready" in runner.invoke(app, ["check", str(out)]).stdout
 
 
 def test_output_safety(sample: Path, tmp_path: Path) -> None:

@@ -370,8 +370,66 @@ def test_rgba_input(tmp_path: Path) -> None:
     after, changes, _ = apply(before, "rgba-input")
     sg = after.subgraphs[0]
     assert sg.tensors[sg.inputs[0]].shape == [1, 8, 8, 4]
-    assert changes == ["input `image` is now 4 channels (RGBA); 1 CONV_2D ignore the 4th"]
+    assert changes == ["input `image` is now 4 channels (RGBA); the CONV_2D that reads it ignores the 4th"]
     assert_same(tmp_path, before, after, extra_channel=True)
+
+
+def padded_stem(channel_pad: int = 0, fp16: bool = True) -> Model:
+    """litert-torch's stem: the conv's padding as an explicit PAD, then a VALID conv (fp16 weights)."""
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("image", [1, 8, 8, 3])
+    pads = np.array([[0, 0], [1, 1], [1, 1], [0, channel_pad]], np.int32)
+    p = g.op("PAD", [x, g.const("pads", pads)], [1, 10, 10, 3 + channel_pad])
+    w = weights(6, 3, 3, 3 + channel_pad)
+    if fp16:
+        w = g.op("DEQUANTIZE", [g.const("w16", w.astype(np.float16))], [6, 3, 3, 3 + channel_pad], version=3)
+    else:
+        w = g.const("w", w)
+    y = g.op(
+        "CONV_2D", [p, w, g.const("b", weights(6))], [1, 8, 8, 6], options=dict(padding="VALID", stride_w=1, stride_h=1)
+    )
+    side = g.op(
+        "CONV_2D",
+        [x, g.const("w2", weights(2, 1, 1, 3)), g.const("b2", weights(2))],
+        [1, 8, 8, 2],
+        options=dict(stride_w=1, stride_h=1),
+    )
+    g.output(side, y)
+    return mb.build()
+
+
+@pytest.mark.parametrize("fp16", [True, False], ids=["fp16-weights", "float32-weights"])
+def test_rgba_input_through_a_spatial_pad(tmp_path: Path, fp16: bool) -> None:
+    from gpulint.passes.rgba_input import refusal
+
+    before = padded_stem(fp16=fp16)
+    assert refusal(before, before.subgraphs[0], 0) is None
+    after, changes, skipped = apply(before, "rgba-input")
+    assert skipped == [] and changes == [
+        "input `image` is now 4 channels (RGBA); the 2 CONV_2D ops that read it ignore the 4th (behind 1 PAD)"
+    ]
+    sg = after.subgraphs[0]
+    assert sg.tensors[sg.inputs[0]].shape == [1, 8, 8, 4]
+    assert ops(after) == ["PAD", *(["DEQUANTIZE"] if fp16 else []), "CONV_2D", "CONV_2D"]
+    if fp16:  # still fp16 weights, widened, behind a DEQUANTIZE the delegate folds
+        dq = sg.operators[1]
+        assert sg.tensors[dq.inputs[0]].type == "FLOAT16" and sg.tensors[dq.inputs[0]].shape == [6, 3, 3, 4]
+    assert_same(tmp_path, before, after, extra_channel=True)
+    assert PASSES["rgba-input"].run(clone(after), PassOptions()).changes == []  # a fixed point
+
+
+def test_rgba_input_hint_only_where_the_pass_applies() -> None:
+    """GPU302 offers rgba-input exactly where the pass would apply (the same predicate)."""
+    from gpulint.check import Settings, check_model
+
+    for model, applies in ((padded_stem(), True), (padded_stem(channel_pad=1), False)):
+        _, changes, skipped = apply(model, "rgba-input")
+        assert bool(changes) is applies
+        if not applies:
+            assert skipped == ["input `image` stays 3 channels: `PAD` (op 0) pads the channels"]
+        (found,) = [f for f in check_model(model, "m.tflite", Settings()).findings if f.code == "GPU302"]
+        assert found.fix == ("rgba-input" if applies else None)
 
 
 # -- quantized-to-float ----------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from gpulint.model.ir import Model
 
 @dataclass(frozen=True)
 class PassOptions:
+    # dequantize-constants: leave fp16 constants behind their DEQUANTIZE. Off here, because the
+    # executor needs float32 constants; `gpulint fix` turns it on by default (--fold-fp16 not).
     keep_fp16: bool = False
     # static-shapes: input name -> the shape to pin it to (`--input-shape NAME=1,224,224,3`).
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()

@@ -5,11 +5,17 @@
 The DEQUANTIZE's output tensor keeps its index and name and gets the float32 values, so its
 readers do not change; the quantized buffer is dropped when nothing else uses it.
 
-Trade-off (`--keep-fp16`): fp16 weights take half the bytes of float32 and the GPU delegate
-folds fp16 DEQUANTIZE itself, so for a GPU-only app keeping them costs nothing at run time;
-folding them doubles those weights on disk but leaves a graph with no DEQUANTIZE ops, which
-every runtime and tool reads the same way. Values are identical either way: fp16 -> fp32 is
-exact.
+Which constants `gpulint fix` folds by default (the executor folds all of them, PassOptions()):
+- fp16: kept (`--keep-fp16`, the default; `--fold-fp16` folds them). Every GPU delegate target
+  folds them itself: FP16GraphPartitionHelper points the ops it delegates at the fp16 constant
+  (tflite/delegates/utils.cc; the check engine models it in rules/partition.py). Folding them
+  here only doubles those weights on disk; fp16 -> fp32 is exact, so values are the same.
+- int8 / uint8 / int16: folded. The delegate has a DEQUANTIZE parser only with the quantized-
+  models flag, and even then a constant one becomes a CONSTANT node whose output its readers
+  take as a run-time tensor (tflite/delegates/gpu/common/model_builder.cc
+  DequantizeOperationParser): a conv's weights become a second run-time input, which the
+  OpenGL backend fails to build ("Batch size mismatch", `gpulint check`). float32 constants
+  work on every backend, at 4x the bytes of int8.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulint.model.ir import Model
+from gpulint.passes import rgba_input
 from gpulint.rules import checks, pack
 from gpulint.rules.pack import Rule, Target
 from gpulint.rules.partition import SubgraphPlan, plan_subgraph, refresh_verdict
@@ -433,7 +434,10 @@ class Linter:
         if si == 0:
             for t in (graph.spec(i) for i in graph.subgraph.inputs):
                 if t.rank == 4 and t.shape[3] == 3 and t.dtype in ("FLOAT32", "FLOAT16", "UINT8", "INT8"):
-                    out.append(self.finding("GPU302", {"tensor": t.name, "shape": list(t.shape)}, si))
+                    found = self.finding("GPU302", {"tensor": t.name, "shape": list(t.shape)}, si)
+                    if rgba_input.refusal(graph.model, graph.subgraph, t.index):
+                        found.fix = None  # offered only where the pass would apply: one predicate for both
+                    out.append(found)
                 if t.is_dynamic:
                     sig_shape = graph.subgraph.tensors[t.index].shape_signature
                     out.append(self.finding("GPU504", {"tensor": t.name, "signature": sig_shape}, si))
