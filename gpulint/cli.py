@@ -699,10 +699,14 @@ def _verify_text(result: Any) -> str:
     if result.bisect is not None:
         b = result.bisect
         if b.get("op"):
+            what = "first op to make a NaN/Inf" if b.get("first_nonfinite") else "first divergence"
             lines.append(
-                f"  first divergence ({b['comparison']}): op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
+                f"  {what} ({b['comparison']}): op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
                 f"({clean(b['reason'], 300)}; {b['compared']} tensors compared)"
             )
+            if b.get("drift_before"):
+                d = b["drift_before"]
+                lines.append(f"    before it, op {d['op_index']} {d['op']} drifts (finite): {clean(d['reason'], 300)}")
         else:
             lines.append(f"  bisect ({b['comparison']}): {b['note']} ({b['compared']} tensors compared)")
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items())

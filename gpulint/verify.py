@@ -540,9 +540,9 @@ def _bisect(
     Each tensor is judged as the outputs are, against its own CPU noise (the reference side run
     again on inputs one ulp away: the interpreter keeps intermediates only on its builtin
     kernels, so XNNPACK cannot be the second opinion here), so accumulation-order noise grown
-    through the network is not blamed on the op where it crosses a floor. When an output FAILed
-    on NaN/Inf, the first op whose output has a NaN/Inf where the other side has a number is
-    named, not an earlier op whose finite values drift (that one is kept as `drift_before`)."""
+    through the network is not blamed on the op where it crosses a floor. The first op whose
+    output has a NaN/Inf where the reference has a number comes before any drift: it is named,
+    not an earlier op whose finite values drift (a dynamic-range gap; kept as `drift_before`)."""
     cand_path = twins.candidate or req.candidate_path or req.model_path
     nonfinite = any(v.metrics.get("nonfinite_mismatch") for o in result.outputs for v in o.comparisons().values())
     kind = "rewrite" if rewrite else "executor"
@@ -558,7 +558,7 @@ def _bisect(
         policy, precision = compare.EXECUTOR_VS_CPU, req.precision
     sg = candidate.subgraphs[0]
     compared = 0
-    drift: dict[str, Any] | None = None
+    drift: dict[str, Any] | None = None  # the first op whose finite values leave their noise
     for index, op in enumerate(sg.operators):
         for t in op.outputs:
             name = sg.tensors[t].name
@@ -576,14 +576,20 @@ def _bisect(
             nudged = _as_float(second[name], q) if name in second else None
             noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
             res = compare.judge(name, [ref], [value], policy, precision, noise, step)
-            if res.passed or (nonfinite and not res.metrics.get("nonfinite_mismatch")):
-                if not res.passed and drift is None:
-                    drift = _divergence(kind, candidate, op, index, name, res, compared)
-                continue
-            found = _divergence(kind, candidate, op, index, name, res, compared)
-            if drift is not None:
-                found["drift_before"] = drift
-            return found
+            if res.metrics.get("nonfinite_in_candidate"):  # NaN/Inf where the reference has numbers
+                found = _divergence(kind, candidate, op, index, name, res, compared)
+                found["first_nonfinite"] = res.metrics["nonfinite_in_candidate"]
+                found["reason"] = (
+                    f"the first op whose output has NaN/Inf where the {'original' if rewrite else 'CPU'} has "
+                    f"numbers ({res.metrics['nonfinite_in_candidate']} of {ref.size} values)"
+                )
+                if drift is not None:
+                    found["drift_before"] = drift
+                return found
+            if not res.passed and drift is None:  # kept while a later op may still make a NaN
+                drift = _divergence(kind, candidate, op, index, name, res, compared)
+    if drift is not None and not nonfinite:
+        return drift
     first = next((o.first_nonfinite for o in result.outputs if o.first_nonfinite and o.first_nonfinite.get("op")), None)
     if nonfinite and first is not None:  # the NaN is seen on one side only (the executor's run)
         return {

@@ -590,3 +590,38 @@ def test_no_compiler_warnings_at_fp16(tmp_path: Path, monkeypatch: pytest.Monkey
         r = runner.invoke(app, ["verify", str(path), "--precision", "fp16"])
     assert r.exit_code == 0, r.output
     assert not [w for w in seen if type(w.message).__name__ == "CompilerWarning"], seen[0].message
+
+
+@needs_device
+def test_bisect_names_a_nan_op_before_a_dynamic_range_drift(tmp_path: Path) -> None:
+    """Issue 22 item 2: an early op with a dynamic-range-sized gap (its weights quantized to int8,
+    run as a hybrid op) and a later op that makes NaN. The first op whose output has a NaN/Inf
+    where the reference has numbers is the answer, stated as such (it used to read as one more
+    divergence); the drift is kept beside it."""
+    from gpulint.model.ir import Quantization
+
+    orig = tmp_path / "orig.tflite"
+    write(split_model(), orig)
+    bad = read(orig)
+    sg = bad.subgraphs[0]
+    tensors = {t.name: t for t in sg.tensors}
+    w0 = bad.tensor_data(tensors["w0"]).copy()  # type: ignore[union-attr]
+    scale = np.abs(w0).reshape(4, -1).max(axis=1) / 127
+    tensors["w0"].type = "INT8"
+    tensors["w0"].quantization = Quantization(scale=[float(s) for s in scale], zero_point=[0] * 4)
+    bad.buffers[tensors["w0"].buffer].data = np.round(w0 / scale[:, None, None, None]).astype(np.int8).tobytes()
+    bad.opcode(sg.operators[0]).version = 2  # hybrid CONV_2D
+    w1 = bad.tensor_data(tensors["w1"]).copy()  # type: ignore[union-attr]
+    w1[2, 1, 1, 1] = np.nan
+    bad.buffers[tensors["w1"].buffer].data = w1.tobytes()
+    cand = tmp_path / "bad.tflite"
+    write(bad, cand)
+    code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
+    assert code == 1
+    b = out["bisect"]
+    assert b["tensor"] == "conv1" and b["first_nonfinite"] > 0, b  # type: ignore[index]
+    assert "the first op whose output has NaN/Inf" in b["reason"]  # type: ignore[index]
+    assert b["drift_before"]["tensor"] == "conv0", b  # type: ignore[index]
+    text = runner.invoke(app, ["verify", str(orig), "--candidate", str(cand), "--bisect"])
+    assert "first op to make a NaN/Inf (rewrite): op 2 CONV_2D -> conv1" in text.stdout, text.stdout
+    assert "before it, op 0 CONV_2D drifts (finite)" in text.stdout
