@@ -73,7 +73,7 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
                 continue
             lines.append(
                 f"{r.path}: subgraph {plan.subgraph}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
-                f"{len(plan.gpu_partitions)} GPU / {len(plan.cpu_partitions)} CPU partitions, "
+                f"{len(plan.delegated_partitions)} delegated / {plan.cpu_subsets} CPU partitions, "
                 f"{len(plan.transfers)} transfers, {plan.gpu_mac_share:.0%} of MACs on the GPU"
             )
         differ = len({o["init"] for o in r.backends.values()}) > 1

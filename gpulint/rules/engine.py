@@ -295,6 +295,7 @@ class Linter:
             plan.delegated = set()
             plan.delegated_nodes = set()
             plan.final_partitions = 0
+            plan.cpu_subsets = 0
             plan.gpu_macs = 0
             plan.transfers = []
             plan.verdict = "refused"
@@ -416,14 +417,17 @@ class Linter:
     def _subgraph_rules(self, graph: Graph, plan: SubgraphPlan) -> list[Finding]:
         out: list[Finding] = []
         si = graph.index
-        if len(plan.gpu_partitions) + len(plan.cpu_partitions) > 1 and plan.gpu_partitions:
+        if plan.delegated_partitions and plan.cpu_subsets:
+            # What runs: the partitions the delegate takes, and the CPU subsets between them; a
+            # supported partition it does not take runs on the CPU too (GPU109 names its ops).
+            gpu, cpu = len(plan.delegated_partitions), plan.cpu_subsets
             out.append(
                 self.finding(
                     "GPU601",
                     {
                         "subgraph": si,
-                        "gpu_partitions": len(plan.gpu_partitions),
-                        "cpu_partitions": len(plan.cpu_partitions),
+                        "partitions": f"{gpu} delegated GPU partition{'s' * (gpu > 1)} and "
+                        f"{cpu} CPU partition{'s' * (cpu > 1)}",
                         "transfers": len(plan.transfers),
                     },
                     si,

@@ -64,6 +64,7 @@ class SubgraphPlan:
     # folded constant DEQUANTIZEs it takes along (all fp16 ones only when it takes the whole graph).
     delegated_nodes: set[int] = field(default_factory=set)
     final_partitions: int = 0  # node subsets once the delegate splits the graph by the nodes it took
+    cpu_subsets: int = 0  # of the run-time ops, the subsets left on the CPU around the delegated partitions
 
     @property
     def gpu_partitions(self) -> list[Partition]:
@@ -72,6 +73,10 @@ class SubgraphPlan:
     @property
     def cpu_partitions(self) -> list[Partition]:
         return [p for p in self.partitions if p.kind == "cpu"]
+
+    @property
+    def delegated_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions if p.delegated]
 
     @property
     def gpu_mac_share(self) -> float:
@@ -217,6 +222,7 @@ def plan_subgraph(
         plan.reason = "no ops"
         return plan
     plan.cpu_ops = [n for n in nodes if n not in plan.delegated]
+    plan.cpu_subsets = sum(p.kind == "cpu" for p in split(graph, nodes, plan.delegated)) if plan.delegated else 0
     plan.total_macs = sum(cost[n] for n in nodes)
     plan.gpu_macs = sum(cost[n] for n in plan.delegated)
     plan.transfers = _transfers(graph, taken)
