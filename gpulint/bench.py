@@ -2,6 +2,11 @@
 same inputs and in the same run (a ratio survives a noisy machine better than a time), the
 executor's cold and cached start, and its per-op times from OpenCL events.
 
+The executor side is what the delegate would run: its GPU partitions on the executor (each
+run uploads its inputs and reads its outputs back, the transfers between partitions), and the
+ops check leaves on the CPU (or the executor cannot lower) on the LiteRT interpreter, each
+such partition timed as a model of its own. A run's time is the sum over its partitions.
+
 The interpreter is timed in a child process, as everywhere in gpulint; the executor in this
 one. Start times are measured in fresh processes: cold with empty kernel caches (gpulint's,
 PoCL's and NVIDIA's compute cache), cached with the caches the cold run left.
@@ -25,6 +30,7 @@ import numpy as np
 from gpulint import reference
 from gpulint.executor import Device, Executor, ExecutorError
 from gpulint.model import Model, read
+from gpulint.partitioned import PartitionedRunner
 from gpulint.text import clean
 
 ROUNDS = 5
@@ -47,6 +53,7 @@ class BenchResult:
     cold_start_s: float | None = None
     cached_start_s: float | None = None
     ops: list[dict[str, Any]] = field(default_factory=list)
+    partitions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -66,6 +73,7 @@ class BenchResult:
             "cold_start_s": self.cold_start_s,
             "cached_start_s": self.cached_start_s,
             "ops": self.ops,
+            "partitions": self.partitions,
             "warnings": self.warnings,
         }
 
@@ -76,33 +84,60 @@ def bench(
     model = read(path)
     inputs = reference.random_inputs(model, 0)
     threads = threads or os.cpu_count() or 1
-    ex = Executor(model, device, precision)
-    outputs = ex.run(inputs)  # warm-up: the first launch of each kernel may compile it
-    cpu: list[float] = []
-    times: list[float] = []
-    # Interleaved rounds: a shared machine's speed drifts over seconds (on the 2-core VM the
-    # same run took 10 or 15 ms for minutes at a time), and both sides should see the drift.
-    for share in np.array_split(np.arange(runs), min(ROUNDS, runs)):
-        cpu += reference.time_invoke(path, inputs, len(share), threads)
-        warm = time.perf_counter() + WARM_S
-        while time.perf_counter() < warm:
-            ex.run(inputs)
-        for _ in share:
-            clock = time.perf_counter()
-            ex.run(inputs)
-            times.append(time.perf_counter() - clock)
-    ex.run(inputs, profile=True)
-    result = BenchResult(
-        str(path),
-        device.describe(),
-        precision,
-        runs,
-        threads,
-        float(np.median(cpu)) * 1e3,
-        float(np.median(times)) * 1e3,
-        ops=_op_table(ex),
-        warnings=nonfinite_warnings(model, outputs),
-    )
+    runner = PartitionedRunner(model, device, precision)
+    try:
+        values = runner.tensors(inputs)  # warm-up: the first launch of each kernel may compile it
+        feeds = [[values[t] for t in part.inputs] for part in runner.parts]
+        cpu: list[float] = []
+        times: list[list[float]] = [[] for _ in runner.parts]
+        # Interleaved rounds: a shared machine's speed drifts over seconds (on the 2-core VM the
+        # same run took 10 or 15 ms for minutes at a time), and both sides should see the drift.
+        for share in np.array_split(np.arange(runs), min(ROUNDS, runs)):
+            cpu += reference.time_invoke(path, inputs, len(share), threads)
+            for k, part in enumerate(runner.parts):
+                if part.path is not None:
+                    times[k] += reference.time_invoke(part.path, feeds[k], len(share), threads)
+            gpu = [(k, part.executor, feeds[k]) for k, part in enumerate(runner.parts) if part.executor is not None]
+            warm = time.perf_counter() + WARM_S
+            while gpu and time.perf_counter() < warm:
+                for _, ex, feed in gpu:
+                    ex.run(feed)
+            for _ in share:
+                for k, ex, feed in gpu:
+                    clock = time.perf_counter()
+                    ex.run(feed)
+                    times[k].append(time.perf_counter() - clock)
+        ops: list[dict[str, Any]] = []
+        for part, feed in zip(runner.parts, feeds, strict=True):
+            if part.executor is not None:
+                part.executor.run(feed, profile=True)
+                ops += _op_table(part.executor, model)
+        total = sum(row["ms"] for row in ops) or 1.0
+        for row in ops:
+            row["share"] = round(row["ms"] / total, 4)
+        ops.sort(key=lambda r: -r["ms"])
+        result = BenchResult(
+            str(path),
+            device.describe(),
+            precision,
+            runs,
+            threads,
+            float(np.median(cpu)) * 1e3,
+            float(np.median(np.sum(times, axis=0))) * 1e3,
+            ops=ops,
+            partitions=[
+                {
+                    "kind": part.kind,
+                    "ran_on": device.describe() if part.kind == "gpu" else "LiteRT CPU interpreter",
+                    "summary": part.describe(model),
+                    "ms": round(float(np.median(t)) * 1e3, 4),
+                }
+                for part, t in zip(runner.parts, times, strict=True)
+            ],
+            warnings=runner.warnings + nonfinite_warnings(model, [values[t] for t in model.subgraphs[0].outputs]),
+        )
+    finally:
+        runner.close()
     if start:
         result.cold_start_s, result.cached_start_s = start_times(path, device, precision)
     return result
@@ -128,19 +163,24 @@ def nonfinite_warnings(model: Model, outputs: list[np.ndarray]) -> list[str]:
     return warnings
 
 
-def _op_table(ex: Executor) -> list[dict[str, Any]]:
-    """Kernel time per op (an op may launch several kernels), slowest first."""
+def _op_table(ex: Executor, model: Model) -> list[dict[str, Any]]:
+    """Kernel time per op (an op may launch several kernels), numbered as in `model`: the
+    executor's ops are matched by their outputs' names (its own numbering is that of the
+    partition after the preparing passes)."""
+    numbers = {
+        tuple(model.subgraphs[0].tensors[t].name for t in op.outputs): i
+        for i, op in enumerate(model.subgraphs[0].operators)
+    }
     per_op: dict[int, float] = defaultdict(float)
     names: dict[int, str] = {}
     for t in ex.timings:
-        per_op[t.op_index] += t.seconds
-        names[t.op_index] = t.op
-    total = sum(per_op.values()) or 1.0
-    rows = [
-        {"op_index": i, "op": names[i], "ms": round(s * 1e3, 4), "share": round(s / total, 4)}
-        for i, s in per_op.items()
-    ]
-    return sorted(rows, key=lambda r: -r["ms"])
+        index = t.op_index
+        if index >= 0:
+            outputs = tuple(ex.sg.tensors[o].name for o in ex.sg.operators[index].outputs)
+            index = numbers.get(outputs, index)
+        per_op[index] += t.seconds
+        names[index] = t.op
+    return [{"op_index": i, "op": names[i], "ms": round(s * 1e3, 4)} for i, s in per_op.items()]
 
 
 def cache_env(tmp: str) -> dict[str, str]:
@@ -171,13 +211,14 @@ def _start_child(path: Path, spec: str, precision: str, env: dict[str, str]) -> 
 
 
 def _start(path: str, spec: str, precision: str) -> None:
-    """Child: read, build (program from cache or compiled) and run once; print the seconds."""
+    """Child: read, partition, build (program from cache or compiled) and run once; print the seconds."""
     from gpulint.executor import select_device
 
     clock = time.perf_counter()
     model = read(path)
-    ex = Executor(model, select_device(spec), precision)
-    ex.run(reference.random_inputs(model, 0))
+    runner = PartitionedRunner(model, select_device(spec), precision)
+    runner.run(reference.random_inputs(model, 0))
+    runner.close()
     print(json.dumps({"seconds": round(time.perf_counter() - clock, 4)}))
 
 

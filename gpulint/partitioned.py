@@ -124,6 +124,11 @@ class PartitionedRunner:
         return len(self.parts) == 1 and self.parts[0].kind == "gpu"
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        values = self.tensors(inputs)
+        return [values[t] for t in self.model.subgraphs[0].outputs]
+
+    def tensors(self, inputs: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """One run: the graph inputs and every tensor a part hands on, by index."""
         sg = self.model.subgraphs[0]
         values: dict[int, np.ndarray] = dict(zip(sg.inputs, inputs, strict=True))
         for part in self.parts:
@@ -134,7 +139,7 @@ class PartitionedRunner:
                 assert part.path is not None
                 got = reference.run(part.path, feed)
             values.update(zip(part.outputs, got, strict=True))
-        return [values[t] for t in sg.outputs]
+        return values
 
     def close(self) -> None:
         self._tmp.cleanup()
