@@ -599,6 +599,8 @@ def _bisect(
             "compared": compared,
             **({"drift_before": drift} if drift is not None else {}),
         }
+    if drift is not None:  # a NaN only in the reference, or one no kept tensor shows
+        return drift
     return {
         "comparison": kind,
         "op": None,
