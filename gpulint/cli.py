@@ -721,18 +721,29 @@ def _verdict_text(v: Any) -> str:
         return ""
     rule = t.rule()
     if m["max_abs_error"] is None:
-        return f"no value is a number on both sides; tolerance {rule} ({t.source})"
+        return f"no value is a number on both sides ({nonfinite_text(m)}); tolerance {rule} ({t.source})"
     text = (
         f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, max rel {m['max_rel_error']:.3g}, "
         f"cosine {m['cosine_similarity']:.6f}"
     )
     if "worst" in m and t.statistic == "max":
         text += f", worst {m['worst']['error_over_tolerance']:.3g} x its tolerance"
-    if m["nonfinite_mismatch"]:
-        text += f" (over the {m['compared']} values that are numbers on both sides)"
+    if m["nonfinite_mismatch"] or m.get("nonfinite_on_both"):
+        text += f" (over the {m['compared']} values that are numbers on both sides; {nonfinite_text(m)})"
     if "top1_agreement" in m:
         text += f", top-1 {m['top1_agreement']:.0%}, top-5 {m['top5_agreement']:.0%}"
     return f"{text}; tolerance {rule} ({t.source})"
+
+
+def nonfinite_text(m: dict[str, Any]) -> str:
+    """How many values are NaN/Inf, and where: "NaN/Inf in 256 of 256 values: 256 on both sides"."""
+    sides = [
+        (m.get("nonfinite_on_both", 0), "on both sides"),
+        (m["nonfinite_in_reference"], "in the reference only"),
+        (m["nonfinite_in_candidate"], "in the candidate only"),
+    ]
+    total = sum(n for n, _ in sides)
+    return f"NaN/Inf in {total} of {m.get('values', '?')} values: " + ", ".join(f"{n} {w}" for n, w in sides if n)
 
 
 @app.command("bench")

@@ -308,6 +308,8 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
         else None,
         "nonfinite_in_reference": int(np.sum(~np.isfinite(a) & ~same_nonfinite)),
         "nonfinite_in_candidate": int(np.sum(~np.isfinite(b) & ~same_nonfinite)),
+        "nonfinite_on_both": int(same_nonfinite.sum()),  # the same NaN/Inf on both sides: agreed, yet said
+        "values": int(a.size),
     }
     out["nonfinite_mismatch"] = int(np.sum(~both & ~same_nonfinite))
     out["required_atol"] = out["max_abs_error"]

@@ -625,3 +625,33 @@ def test_bisect_names_a_nan_op_before_a_dynamic_range_drift(tmp_path: Path) -> N
     text = runner.invoke(app, ["verify", str(orig), "--candidate", str(cand), "--bisect"])
     assert "first op to make a NaN/Inf (rewrite): op 2 CONV_2D -> conv1" in text.stdout, text.stdout
     assert "before it, op 0 CONV_2D drifts (finite)" in text.stdout
+
+
+@needs_device
+def test_an_all_nan_output_says_so(tmp_path: Path) -> None:
+    """Issue 15 item 6: an all-NaN FAIL printed "max abs 0, mean abs 0". Each comparison says how
+    many values are NaN/Inf, and on which side."""
+    paths = []
+    for name, value in (("ok", 1.0), ("nan", np.nan)):
+        mb = ModelBuilder()
+        g = mb.subgraph("main")
+        x = g.input("x", [1, 8, 8, 4])
+        w = g.const("w", np.full((4, 1, 1, 4), value, np.float32))
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        g.output(g.op("CONV_2D", [x, w, g.const("b", np.zeros(4, np.float32))], [1, 8, 8, 4], options=opts))
+        paths.append(tmp_path / f"{name}.tflite")
+        write(mb.build(), paths[-1])
+    r = runner.invoke(app, ["verify", str(paths[0]), "--candidate", str(paths[1])])
+    assert r.exit_code == 1 and "max abs 0" not in r.stdout
+    assert (
+        "rewrite  FAIL: no value is a number on both sides (NaN/Inf in 256 of 256 values: 256 in the candidate only)"
+        in r.stdout
+    )
+    assert (
+        "executor PASS: no value is a number on both sides (NaN/Inf in 256 of 256 values: 256 on both sides)"
+        in r.stdout
+    )
+    code, out = verify_json(str(paths[1]))
+    assert code == 0  # the same NaN on both sides agrees
+    (o,) = out["outputs"]  # type: ignore[misc]
+    assert o["executor"]["nonfinite_on_both"] == 256 and o["executor"]["values"] == 256
