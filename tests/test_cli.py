@@ -127,3 +127,20 @@ def test_check_counts_the_partitions_that_run(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", str(sample_path(tmp_path))])
     assert "GPU601 [warning] subgraph 0 runs as 1 delegated GPU partition and 1 CPU partition with 2" in result.stdout
     assert "3 of 8 ops on the GPU, 1 delegated / 1 CPU partitions, 2 transfers" in result.stdout
+
+
+def test_report_partition_numbers_do_not_wrap(tmp_path: Path) -> None:
+    """The body wraps anywhere (long tensor names); the partitions table's numbers and labels must
+    not, or a long ops list squeezes them to a letter a line (seen at 1400 px)."""
+    import re
+
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["report", str(sample_path(tmp_path)), "--no-fix", "-o", str(html)]).exit_code == 0
+    page = html.read_text()
+    assert '<table class="parts">' in page and '<th class="num">count</th>' in page
+    rules: dict[str, str] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", page, flags=re.S)):
+        for selector in selectors.split(","):
+            rules[selector.strip()] = rules.get(selector.strip(), "") + body
+    for selector in ("td.num", "th.num", "table.parts td:not(.mono)", "table.parts th"):
+        assert "white-space: nowrap" in rules.get(selector, ""), selector
