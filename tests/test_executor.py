@@ -1040,3 +1040,17 @@ def test_conv2d_with_runtime_weights(
 
     assert_matches(single(build))
     assert_matches(single(build), precision="fp16")
+
+
+@pytest.mark.parametrize(("c", "multiplier", "k", "stride"), [(6, 1, 3, 1), (8, 1, 5, 2), (3, 2, 3, 1)])
+def test_depthwise_conv2d_with_runtime_weights(c: int, multiplier: int, k: int, stride: int) -> None:
+    o = out_size(9, k, stride, 1, "SAME")
+
+    def build(g: SubgraphBuilder) -> int:
+        x, wt = g.input("x", [1, 9, 9, c]), g.input("w", [1, k, k, c * multiplier])
+        opts = dict(padding="SAME", stride_w=stride, stride_h=stride, depth_multiplier=multiplier)
+        return g.op(
+            "DEPTHWISE_CONV_2D", [x, wt, g.const("b", w(c * multiplier))], [1, o, o, c * multiplier], options=opts
+        )
+
+    assert_matches(single(build))

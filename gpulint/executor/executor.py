@@ -993,16 +993,25 @@ class _Lowering:
         its filter as a depthwise one, [1, kh, kw, O])."""
         y = op.outputs[0]
         w = self.float_const(op.inputs[1]) if weights is None else weights
-        if w is None:
-            raise ExecutorError("runtime weights")
-        _, kh, kw, c = w.shape
-        wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
-        wp[:, :, :c] = w[0]
+        if w is None:  # runtime weights, which the delegate takes (model_builder.cc): laid out by a copy
+            shape = self.shape(op.inputs[1])
+            if len(shape) != 4 or shape[0] != 1:
+                raise ExecutorError("runtime weights not of shape [1, kh, kw, C]")
+            _, kh, kw, c = shape
+            cp = layout.slices(c) * 4
+            dst = (np.arange(kh * kw)[:, None] * cp + np.arange(c)[None, :]).ravel()
+            wbuf = self.ex.upload(np.zeros(kh * kw * cp))
+            self.copy_pairs(oi, self.ex.buffer(op.inputs[1]), wbuf, dst, layout.offsets(shape))
+        else:
+            _, kh, kw, c = w.shape
+            wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
+            wp[:, :, :c] = w[0]
+            wbuf = self.ex.upload(wp.ravel(), writable=False)
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         xs, ys = self.shape(x), self.shape(y)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
-        head = [self.ex.buffer(x), self.ex.upload(wp.ravel(), writable=False), self.ex.upload(bias, writable=False)]
+        head = [self.ex.buffer(x), wbuf, self.ex.upload(bias, writable=False)]
         window = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns and 1 or 2 rows
             out, epilogue = self.epilogue(oi)
