@@ -1054,3 +1054,18 @@ def test_depthwise_conv2d_with_runtime_weights(c: int, multiplier: int, k: int, 
         )
 
     assert_matches(single(build))
+
+
+def test_an_ungrouped_conv_keeps_its_blocking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5 output slices blocked 4 per item (the last item half empty): only a grouped conv cuts
+    its blocking to what a group holds."""
+    monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (4, 1))
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 7, 9, 8])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        return g.op("CONV_2D", [x, g.const("w", w(20, 3, 3, 8)), g.const("b", w(20))], [1, 7, 9, 20], options=opts)
+
+    assert_matches(single(build))
+    (launch,) = Executor(single(build), DEVICE).launches
+    assert launch.kernel.startswith("conv_o4")

@@ -917,8 +917,8 @@ class _Lowering:
         pointwise = pointwise and layout.bhwc(xs)[1:3] == (h, wd)
         assert self.ex.device is not None
         ob, px = conv_blocking(self.ex.device.cpu, so, h * wd)
-        gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)
-        while gs[1] % ob:  # an item's output slices stay in one conv group
+        gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)  # ungrouped: one group, ob as blocked
+        while group_slices and gs[1] % ob:  # an item's output slices stay in one conv group
             ob //= 2
         groups = -(-so // ob)
         padded = np.zeros(groups * ob * 4, np.float32)
