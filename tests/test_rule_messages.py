@@ -421,3 +421,30 @@ def test_gpu110_delegate_device_gate() -> None:
     (msg,) = messages(lint(single(build), "coreml"), "GPU110")
     assert msg.startswith("the coreml delegate is created only on some devices: with the default enabled_devices")
     assert messages(lint(single(build)), "GPU110") == []
+
+
+def test_gpu701_gpu702_gpu703_half_precision_numerics() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 1024])
+        sq = g.op("MUL", [x, x], [1, 1024])
+        s = g.op(
+            "SUM", [sq, g.const("a", np.array([1], np.int32))], [1, 1], out_name="ss", options=dict(keep_dims=True)
+        )
+        e = g.op("EXP", [s], [1, 1])
+        v = g.op("ADD", [s, g.const("eps", np.array(1e-12, np.float32))], [1, 1], out_name="v")
+        g.output(e)
+        return g.op("RSQRT", [v], [1, 1])
+
+    f16 = "when the delegate computes in F16 (the Android default: precision loss allowed)"
+    findings = lint(single(build))
+    assert messages(findings, "GPU701") == [
+        "`MUL` squares `x` (nothing bounds it) for the `SUM` of 1024 values (op 1): in half the square overflows "
+        f"above 255.9 and the sum above 65504 (an RMS above 8), {f16}"
+    ]
+    assert messages(findings, "GPU702") == [
+        f"`EXP` of `ss` (nothing bounds it) with no maximum subtracted first: exp is Inf in half above 11.09, {f16}"
+    ]
+    assert messages(findings, "GPU703") == [
+        "`RSQRT` of `v`, a `SUM` of squares plus eps 1e-12 (0 in half): a near-constant row's variance is 0 in "
+        f"half and RSQRT gives Inf (then NaN), {f16}"
+    ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpulint.model.ir import Model
 from gpulint.passes import rgba_input
-from gpulint.rules import checks, pack
+from gpulint.rules import checks, numerics, pack
 from gpulint.rules.pack import Rule, Target
 from gpulint.rules.partition import SubgraphPlan, plan_subgraph, refresh_verdict
 from gpulint.rules.prepare import Refusal, find_refusal
@@ -239,6 +239,7 @@ class Linter:
                     findings.append(self.finding(code, values, si, p.index, p.op))
             findings.extend(self._partition_checks(graph, plan, placed))
             findings.extend(self._op_rules(graph, sigs, placed, plan))
+            findings.extend(self._numerics_rules(graph, sigs, placed))
             findings.extend(self._subgraph_rules(graph, plan))
         findings.extend(self._model_rules(model, graphs))
         if self.target.device_gate and not self.target.settings.get("all_devices"):
@@ -413,6 +414,21 @@ class Linter:
                     )
                 )
         return out
+
+    def _numerics_rules(self, graph: Graph, sigs: list[OpSignature], placed: list[Placement]) -> list[Finding]:
+        """GPU7xx: half-precision overflow patterns, on ops the delegate's F16 kernels run (Core ML's
+        are not the delegate's kernels)."""
+        if self.target.name == "coreml":
+            return []
+        # An op one backend cannot build still runs on the GPU through the other (OpenCL on most phones).
+        on_gpu = {
+            p.index
+            for p in placed
+            if not p.folded
+            and (p.placement == "gpu" or (p.backend_failures and len(p.backend_failures) < len(self.backends)))
+        }
+        hits = numerics.find(graph, sigs, on_gpu)
+        return [self.finding(h.code, h.values, graph.index, h.index, h.op, h.tensors) for h in hits]
 
     def _subgraph_rules(self, graph: Graph, plan: SubgraphPlan) -> list[Finding]:
         out: list[Finding] = []
