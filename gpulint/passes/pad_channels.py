@@ -201,9 +201,10 @@ def run(model: Model, options: PassOptions) -> PassResult:
             padded = 4 * -(-channels // 4)
             _apply(region, padded)
             done.update(region.tensors)
+            n, m = len(region.tensors), len(region.mixers)
             result.changes.append(
-                f"subgraph {si}: {len(region.tensors)} tensors from {channels} to {padded} channels "
-                f"(starting at `{tensor.name}`; {len(region.mixers)} consumers get zero weights)"
+                f"subgraph {si}: {n} tensor{'s' * (n != 1)} from {channels} to {padded} channels (starting at "
+                f"`{tensor.name}`; {m} consumer{'s get' if m != 1 else ' gets'} zero weights)"
             )
     if result.changes:
         prune(model)
