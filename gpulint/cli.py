@@ -938,7 +938,7 @@ def demo(
     from gpulint.fix import fix_model, select_passes
     from gpulint.passes import PassOptions
 
-    fixed, report = fix_model(sample, model, select_passes(None, False), PassOptions())
+    fixed, report = fix_model(sample, model, select_passes(None, False), PassOptions(keep_fp16=True))
     for applied in report.applied:
         for change in applied.changes:
             typer.echo(f"  {applied.name}: {change}")
