@@ -210,15 +210,16 @@ def hybrid_ops(model: Model) -> list[int]:
     return found
 
 
-def float_twin(model: Model) -> Model:
-    """`model` with the quantized constant weights of its hybrid ops dequantized to float32 (per
-    tensor or per channel, as the delegate dequantizes them): the same graph, computed in float.
-    Changes `model` in place and returns it; tensor names stay, so intermediates still match."""
+def float_twin(model: Model, ops: Sequence[int] | None = None) -> Model:
+    """`model` with the quantized constant weights of its hybrid ops (or of `ops`, those of them
+    the delegate runs) dequantized to float32 (per tensor or per channel, as the delegate
+    dequantizes them): the same graph, computed in float where the GPU computes it. Changes
+    `model` in place and returns it; tensor names stay, so intermediates still match."""
     from gpulint.passes.edit import add_const, dequantize
 
     sg = model.subgraphs[0]
     made: dict[int, int] = {}
-    for index in hybrid_ops(model):
+    for index in hybrid_ops(model) if ops is None else ops:
         op = sg.operators[index]
         for k, t in enumerate(op.inputs):
             tensor = sg.tensors[t] if t >= 0 else None

@@ -236,22 +236,45 @@ class _Twins:
     ops: int  # the candidate's hybrid ops (the original's when the candidate has none)
 
 
-def _float_twins(req: Request, original: Model, candidate: Model, tmp: str) -> _Twins:
+def _float_twins(
+    req: Request, original: Model, candidate: Model, tmp: str, gpu_ops: tuple[set[int], set[int]]
+) -> _Twins:
+    """Only the hybrid ops on the GPU side are dequantized: a hybrid op in a CPU partition runs
+    the hybrid kernel on the device too (and in the candidate's CPU part here), so the reference
+    keeps it. `gpu_ops`: the original's and the candidate's ops on the GPU side."""
     from gpulint.model import read, write
 
     cand_path = req.candidate_path or req.model_path
     paths: list[Path | None] = []
     counts = []
-    for name, model, path in (("original", original, req.model_path), ("candidate", candidate, cand_path)):
-        ops = reference.hybrid_ops(model)
+    for name, model, path, on_gpu in (
+        ("original", original, req.model_path, gpu_ops[0]),
+        ("candidate", candidate, cand_path, gpu_ops[1]),
+    ):
+        ops = [i for i in reference.hybrid_ops(model) if i in on_gpu]
         counts.append(len(ops))
         if not ops:
             paths.append(None)
             continue
         twin = Path(tmp, f"{name}.float.tflite")
-        write(reference.float_twin(read(path)), twin, allow_loss=True)
+        write(reference.float_twin(read(path), ops), twin, allow_loss=True)
         paths.append(twin)
     return _Twins(paths[0], paths[1], counts[1] or counts[0])
+
+
+def _gpu_side(runner: PartitionedRunner) -> set[int]:
+    """The ops the runner runs on the executor (the delegated ones it could lower)."""
+    return {i for p in runner.parts if p.kind == "gpu" for i in p.ops}
+
+
+def _delegated_ops(model: Model, target: str) -> set[int]:
+    """The ops of the main subgraph that check's plan delegates (for the original of a rewrite)."""
+    from gpulint.rules import pack
+    from gpulint.rules.engine import Linter
+
+    targets = pack.load_targets()
+    plan = Linter(targets[target], targets=targets).lint(model).plans[0]
+    return {i for p in plan.partitions if p.delegated for i in p.ops}
 
 
 def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
@@ -268,8 +291,29 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
 def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp: str) -> VerifyResult:
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
+    # The runner first: which hybrid ops the reference computes in float depends on where it runs them.
+    runner = PartitionedRunner(candidate, device, req.precision, req.target)
+    seconds["build"] = time.perf_counter() - clock
+    try:
+        return _verify_with(req, original, candidate, device, tmp, runner, seconds)
+    finally:
+        runner.close()
+
+
+def _verify_with(
+    req: Request,
+    original: Model,
+    candidate: Model,
+    device: Device,
+    tmp: str,
+    runner: PartitionedRunner,
+    seconds: dict[str, float],
+) -> VerifyResult:
+    clock = time.perf_counter()
     same_model = req.candidate_path is None and req.reference is None
-    twins = _float_twins(req, original, candidate, tmp)
+    cand_gpu = _gpu_side(runner)
+    orig_gpu = cand_gpu if req.candidate_path is None else _delegated_ops(original, req.target)
+    twins = _float_twins(req, original, candidate, tmp, (orig_gpu, cand_gpu))
     # The original on the CPU interpreter (or a saved run of it), then the candidate there. A
     # model with hybrid ops runs as its float twin; the hybrid run is kept for the gap.
     if req.reference is not None:
@@ -292,23 +336,17 @@ def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp
     seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    runner = PartitionedRunner(candidate, device, req.precision, req.target)
-    seconds["build"] = time.perf_counter() - clock
-    try:
-        clock = time.perf_counter()
-        all_gots = [runner.run(x) for x in cand_inputs]
-        seconds["run"] = time.perf_counter() - clock
-        parts = [
-            {
-                "kind": p.kind,
-                "ran_on": device.describe() if p.kind == "gpu" else "LiteRT CPU interpreter",
-                "ops": p.ops,
-                "summary": p.describe(candidate),
-            }
-            for p in runner.parts
-        ]
-    finally:
-        runner.close()
+    all_gots = [runner.run(x) for x in cand_inputs]
+    seconds["run"] = time.perf_counter() - clock
+    parts = [
+        {
+            "kind": p.kind,
+            "ran_on": device.describe() if p.kind == "gpu" else "LiteRT CPU interpreter",
+            "ops": p.ops,
+            "summary": p.describe(candidate),
+        }
+        for p in runner.parts
+    ]
     result = VerifyResult(
         str(req.model_path),
         str(req.candidate_path or req.model_path),

@@ -364,9 +364,11 @@ def test_packed_head_scores_cannot_hide_behind_the_boxes(
 # -- dynamic-range (hybrid) models -----------------------------------------------------------------
 
 
-def hybrid_conv_model() -> Model:
+def hybrid_conv_model(cpu_tail: bool = False) -> Model:
     """x [1,8,8,16] -> CONV_2D with per-channel int8 weights and float activations: LiteRT runs a
-    hybrid kernel (activations quantized on the fly), the delegate computes in float."""
+    hybrid kernel (activations quantized on the fly), the delegate computes in float. `cpu_tail`:
+    then REVERSE_V2 (no classic parser) and three TANH; the delegate takes the larger partition
+    (the TANHs), so the conv runs its hybrid kernel on the CPU."""
     rng = np.random.default_rng(5)
     mb = ModelBuilder()
     g = mb.subgraph("main")
@@ -377,7 +379,12 @@ def hybrid_conv_model() -> Model:
     wt = g.const("w_int8", wq, quant=([float(s) for s in scale], [0] * 24), quant_dim=0)
     b = g.const("b", rng.standard_normal(24).astype(np.float32))
     opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="NONE")
-    g.output(g.op("CONV_2D", [x, wt, b], [1, 8, 8, 24], options=opts, out_name="conv", version=2))
+    t = g.op("CONV_2D", [x, wt, b], [1, 8, 8, 24], options=opts, out_name="conv", version=2)
+    if cpu_tail:
+        t = g.op("REVERSE_V2", [t, g.const("axis", np.array([1], np.int32))], [1, 8, 8, 24])
+        for _ in range(3):
+            t = g.op("TANH", [t], [1, 8, 8, 24])
+    g.output(t)
     return mb.build()
 
 
@@ -406,7 +413,27 @@ def test_dynamic_range_model_is_compared_like_with_like(precision: str, tmp_path
 
 
 @needs_device
-def test_corpus_dynamic_range_model_verifies() -> None:
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_hybrid_op_in_a_cpu_partition_stays_hybrid_in_the_reference(precision: str, tmp_path: Path) -> None:
+    """The device runs a hybrid op of a CPU partition with the hybrid kernel, as the candidate's
+    CPU part does here; a reference that computed it in float put the hybrid gap (1.4e-2) into the
+    executor's error and FAILed a correct run."""
+    from gpulint import reference
+
+    path = tmp_path / "dr_cpu.tflite"
+    model = hybrid_conv_model(cpu_tail=True)
+    write(model, path)
+    assert reference.hybrid_ops(model) == [0]
+    code, out = verify_json(str(path), "--precision", precision)
+    assert code == 0, out["outputs"]
+    assert [(p["kind"], p["ops"]) for p in out["partitions"]] == [("cpu", [0, 1]), ("gpu", [2, 3, 4])]  # type: ignore[union-attr,index]
+
+
+@needs_device
+def test_corpus_dynamic_range_model_verifies(tmp_path: Path) -> None:
+    """As converted (a dynamic batch) the interpreter refuses the delegate: every op, hybrid ones
+    included, runs on the CPU and the reference keeps them hybrid. Made static by `gpulint fix`,
+    the delegate takes them and the reference computes them in float."""
     from conftest import corpus_file
 
     from gpulint import reference
@@ -414,6 +441,10 @@ def test_corpus_dynamic_range_model_verifies() -> None:
     path = corpus_file("mobilenet_v1_025_224_dr8.tflite")
     assert reference.hybrid_ops(read(path))
     code, out = verify_json(str(path))
+    assert code == 0 and not out["cpu_reference"] and [p["kind"] for p in out["partitions"]] == ["cpu"]  # type: ignore[union-attr,index]
+    fixed = tmp_path / "dr8_static.tflite"
+    assert runner.invoke(app, ["fix", str(path), "-o", str(fixed)]).exit_code == 0
+    code, out = verify_json(str(fixed))
     assert code == 0 and "hybrid" in str(out["cpu_reference"])
 
 
