@@ -1029,13 +1029,25 @@ def gl_mul_shapes(sig: OpSignature) -> str | None:
 
 @check
 def gl_conv_groups(sig: OpSignature) -> str | None:
-    """gl/kernels/conv.cc 50-54: a CONV_2D whose filter has fewer input channels than its input."""
+    """A grouped CONV_2D (the filter has fewer input channels than the input) on OpenGL, as the
+    builder lowers it (builder 655-705): one input channel per group and as many outputs as
+    inputs becomes a DEPTHWISE_CONVOLUTION, which OpenGL builds; groups of a multiple of 4
+    input and output channels stay one grouped CONVOLUTION_2D, which gl/kernels/conv.cc 50-54
+    refuses; other groups are split (ResolveGroupedConvolution, builder 751-), and OpenGL has no
+    SPLIT shader. The GL oracle shows all three."""
     x, w = sig.input(0), sig.input(1)
-    if x is None or w is None or x.rank != 4 or w.rank != 4 or not w.is_const:
+    out = sig.outputs[0] if sig.outputs else None
+    if x is None or w is None or out is None or x.rank != 4 or w.rank != 4 or not w.is_const:
         return None
-    if w.shape[3] and x.shape[3] != w.shape[3]:
+    src_c, group_in, dst_c = x.shape[3], w.shape[3], w.shape[0]
+    if not group_in or src_c == group_in or src_c % group_in:
+        return None
+    if group_in == 1 and src_c == out.shape[-1]:
+        return None  # a depthwise conv
+    groups = src_c // group_in
+    if group_in % 4 == 0 and (dst_c // groups) % 4 == 0:
         return "Convolution does not support more than 1 group"
-    return None
+    return "No shader implementation for split"
 
 
 # -- checks over a backend's whole delegated partition ------------------------------------------
