@@ -51,6 +51,7 @@ oracle-webgpu:
 # toolchain cannot be set up, its tests skip and say why. One line per converter.
 converters:
 	-@tests/converters/setup_yolo.sh .yolo-venv .converter-cache/yolo || true
+	-@tests/converters/setup_torch.sh .torch-venv .converter-cache/torch || true
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gpulint tests bench
@@ -65,4 +66,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .converter-cache
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .converter-cache
