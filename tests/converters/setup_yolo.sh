@@ -27,6 +27,7 @@ PINS="$TORCH ultralytics==8.4.190 tensorflow==2.19.0 tf_keras==2.19.0 sng4onnx==
   ai-edge-litert==2.3.0 onnx==1.22.0 onnxslim==0.1.98 onnxruntime==1.32.0 protobuf==5.29.6 numpy==1.26.4"
 NODEPS="onnx2tf==1.28.8"
 STAMP="$VENV/.yolo-ready"
+export YOLO_CONFIG_DIR=${YOLO_CONFIG_DIR:-$VENV/ultralytics-config}  # Ultralytics' settings file, not in ~/.config
 WANT="$(echo $PINS $NODEPS)"
 
 note() { echo "note: $*; the YOLO corpus tests will skip" >&2; exit 3; }
