@@ -50,6 +50,7 @@ fi
 
 mkdir -p "$CACHE" || note "cannot create $CACHE"
 start=$SECONDS
-out=$("$VENV/bin/python" "$HERE/yolo_build.py" "$CACHE" $BENCH 2>"$CACHE/build.log") \
+"$VENV/bin/python" "$HERE/yolo_build.py" "$CACHE" $BENCH >"$CACHE/build.log" 2>&1 \
   || { tail -20 "$CACHE/build.log" >&2; note "the YOLO export failed (log: $CACHE/build.log)"; }
+out=$(tail -n 1 "$CACHE/build.log")  # yolo_build.py's last line: the corpus folder
 echo "YOLO corpus ready in $out ($((SECONDS - start)) s)" >&2
