@@ -165,19 +165,21 @@ def nonfinite_warnings(model: Model, outputs: list[np.ndarray]) -> list[str]:
 
 def _op_table(ex: Executor, model: Model) -> list[dict[str, Any]]:
     """Kernel time per op (an op may launch several kernels), numbered as in `model`: the
-    executor's ops are matched by their outputs' names (its own numbering is that of the
-    partition after the preparing passes)."""
-    numbers = {
-        tuple(model.subgraphs[0].tensors[t].name for t in op.outputs): i
-        for i, op in enumerate(model.subgraphs[0].operators)
-    }
+    executor's ops are matched by an output's name (its own numbering is that of the partition
+    after the preparing passes; a fused op carries the name of its group's last output). A
+    kernel that matches no op of `model` gets -1, never the partition's own number."""
+    numbers: dict[str, int] = {}
+    for i, op in enumerate(model.subgraphs[0].operators):
+        for out in op.outputs:
+            if out >= 0:
+                numbers.setdefault(model.subgraphs[0].tensors[out].name or "", i)
     per_op: dict[int, float] = defaultdict(float)
     names: dict[int, str] = {}
     for t in ex.timings:
         index = t.op_index
         if index >= 0:
-            outputs = tuple(ex.sg.tensors[o].name for o in ex.sg.operators[index].outputs)
-            index = numbers.get(outputs, index)
+            outputs = [ex.sg.tensors[o].name or "" for o in ex.sg.operators[index].outputs if o >= 0]
+            index = next((numbers[n] for n in outputs if n in numbers), -1)
         per_op[index] += t.seconds
         names[index] = t.op
     return [{"op_index": i, "op": names[i], "ms": round(s * 1e3, 4)} for i, s in per_op.items()]

@@ -785,7 +785,8 @@ def bench_command(
         )
     typer.echo("  kernel time per op (slowest 15):")
     for row in result.ops[:15]:
-        typer.echo(f"    {row['op_index']:5d} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
+        number = f"{row['op_index']:5d}" if row["op_index"] >= 0 else "    -"
+        typer.echo(f"    {number} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
 
 
 @app.command()

@@ -60,10 +60,6 @@ EXPECTED_FAIL: dict[tuple[str, str], str] = {
     ("vit_int8.tflite", "verify-fp32"): VIT_INT8,
     ("vit_int8.tflite", "verify-fp16"): VIT_INT8,
     ("vit_int8.tflite", "fix-verify"): VIT_INT8,
-    ("lstm_int8.tflite", "bench"): (
-        "#15 item 4: bench's op table numbers the GPU partition's last FULLY_CONNECTED (model op 277) as op 33, "
-        "an ADD that check puts on the CPU"
-    ),
 }
 
 
