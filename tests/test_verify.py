@@ -76,20 +76,34 @@ def test_verify_runs_cpu_partition_on_the_interpreter(tmp_path: Path) -> None:
     assert "REVERSE_V2" in cpu["summary"] and cpu["ran_on"] == "LiteRT CPU interpreter"
 
 
+def split_model_candidate(tmp_path: Path, edit: Callable[[Model], None]) -> tuple[Path, Path]:
+    """split_model() written as orig.tflite, and as candidate.tflite after `edit` changed it."""
+    orig, cand = tmp_path / "orig.tflite", tmp_path / "candidate.tflite"
+    write(split_model(), orig)
+    bad = read(orig)
+    edit(bad)
+    write(bad, cand)
+    return orig, cand
+
+
+def change_weight(model: Model, name: str, change: Callable[[np.ndarray], None]) -> None:
+    """Weight `name` of `model` replaced by a copy of its values that `change` edited in place."""
+    w = next(t for t in model.subgraphs[0].tensors if t.name == name)
+    values = model.tensor_data(w).copy()  # type: ignore[union-attr]
+    change(values)
+    model.buffers[w.buffer].data = values.tobytes()
+
+
 def split_model_with_weight(
     tmp_path: Path, name: str, at: tuple[int, ...], change: Callable[[float], float]
 ) -> tuple[Path, Path]:
     """split_model() written as orig.tflite, and a candidate in which one element of weight
     `name` is changed."""
-    orig, cand = tmp_path / "orig.tflite", tmp_path / "candidate.tflite"
-    write(split_model(), orig)
-    bad = read(orig)
-    w = next(t for t in bad.subgraphs[0].tensors if t.name == name)
-    values = bad.tensor_data(w).copy()  # type: ignore[union-attr]
-    values[at] = change(float(values[at]))
-    bad.buffers[w.buffer].data = values.tobytes()
-    write(bad, cand)
-    return orig, cand
+
+    def one_element(values: np.ndarray) -> None:
+        values[at] = change(float(values[at]))
+
+    return split_model_candidate(tmp_path, lambda bad: change_weight(bad, name, one_element))
 
 
 @needs_device
@@ -455,19 +469,18 @@ def test_corpus_dynamic_range_model_verifies(tmp_path: Path) -> None:
 def test_bisect_names_the_nan_op_not_an_earlier_drift(tmp_path: Path) -> None:
     """A candidate whose first conv drifts (finite) and whose last conv makes a NaN: bisect
     names the op that made the NaN, and keeps the earlier drift beside it."""
-    model = split_model()
-    orig = tmp_path / "orig.tflite"
-    write(model, orig)
-    bad = read(orig)
-    tensors = {t.name: t for t in bad.subgraphs[0].tensors}
-    w0 = bad.tensor_data(tensors["w0"]).copy()  # type: ignore[union-attr]
-    w0 *= np.float32(1.01)
-    bad.buffers[tensors["w0"].buffer].data = w0.tobytes()
-    w2 = bad.tensor_data(tensors["w2"]).copy()  # type: ignore[union-attr]
-    w2[1, 1, 1, 2] = np.nan
-    bad.buffers[tensors["w2"].buffer].data = w2.tobytes()
-    cand = tmp_path / "bad.tflite"
-    write(bad, cand)
+
+    def drift(w0: np.ndarray) -> None:
+        w0 *= np.float32(1.01)
+
+    def nan(w2: np.ndarray) -> None:
+        w2[1, 1, 1, 2] = np.nan
+
+    def edit(bad: Model) -> None:
+        change_weight(bad, "w0", drift)
+        change_weight(bad, "w2", nan)
+
+    orig, cand = split_model_candidate(tmp_path, edit)
     code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
     assert code == 1
     b = out["bisect"]
@@ -631,22 +644,21 @@ def test_bisect_names_a_nan_op_before_a_dynamic_range_drift(tmp_path: Path) -> N
     divergence); the drift is kept beside it."""
     from gpulint.model.ir import Quantization
 
-    orig = tmp_path / "orig.tflite"
-    write(split_model(), orig)
-    bad = read(orig)
-    sg = bad.subgraphs[0]
-    tensors = {t.name: t for t in sg.tensors}
-    w0 = bad.tensor_data(tensors["w0"]).copy()  # type: ignore[union-attr]
-    scale = np.abs(w0).reshape(4, -1).max(axis=1) / 127
-    tensors["w0"].type = "INT8"
-    tensors["w0"].quantization = Quantization(scale=[float(s) for s in scale], zero_point=[0] * 4)
-    bad.buffers[tensors["w0"].buffer].data = np.round(w0 / scale[:, None, None, None]).astype(np.int8).tobytes()
-    bad.opcode(sg.operators[0]).version = 2  # hybrid CONV_2D
-    w1 = bad.tensor_data(tensors["w1"]).copy()  # type: ignore[union-attr]
-    w1[2, 1, 1, 1] = np.nan
-    bad.buffers[tensors["w1"].buffer].data = w1.tobytes()
-    cand = tmp_path / "bad.tflite"
-    write(bad, cand)
+    def nan(w1: np.ndarray) -> None:
+        w1[2, 1, 1, 1] = np.nan
+
+    def edit(bad: Model) -> None:
+        sg = bad.subgraphs[0]
+        w = next(t for t in sg.tensors if t.name == "w0")
+        w0 = bad.tensor_data(w).copy()  # type: ignore[union-attr]
+        scale = np.abs(w0).reshape(4, -1).max(axis=1) / 127
+        w.type = "INT8"
+        w.quantization = Quantization(scale=[float(s) for s in scale], zero_point=[0] * 4)
+        bad.buffers[w.buffer].data = np.round(w0 / scale[:, None, None, None]).astype(np.int8).tobytes()
+        bad.opcode(sg.operators[0]).version = 2  # hybrid CONV_2D
+        change_weight(bad, "w1", nan)
+
+    orig, cand = split_model_candidate(tmp_path, edit)
     code, out = verify_json(str(orig), "--candidate", str(cand), "--bisect")
     assert code == 1
     b = out["bisect"]
