@@ -28,7 +28,16 @@ from gpulint.model.write import write
 from gpulint.passes.edit import prune
 from gpulint.rules import pack
 from gpulint.rules.engine import Linter
+from gpulint.rules.partition import SubgraphPlan
 from gpulint.text import clean
+
+
+def main_plan(model: Model, target: str) -> SubgraphPlan:
+    """check's plan of the main subgraph for `target`: which ops the delegate takes, in which partitions."""
+    targets = pack.load_targets()
+    if target not in targets:
+        raise ValueError(f"unknown target {target!r} (known: {', '.join(sorted(targets))})")
+    return Linter(targets[target], targets=targets).lint(model).plans[0]
 
 
 @dataclass
@@ -62,10 +71,7 @@ class PartitionedRunner:
     warnings: list[str] = field(default_factory=list)  # ops moved to the CPU side, and why
 
     def __post_init__(self) -> None:
-        targets = pack.load_targets()
-        if self.target not in targets:
-            raise ValueError(f"unknown target {self.target!r} (known: {', '.join(sorted(targets))})")
-        plan = Linter(targets[self.target], targets=targets).lint(self.model).plans[0]
+        plan = main_plan(self.model, self.target)
         self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-parts-")
         n_ops = len(self.model.subgraphs[0].operators)
         placed = {i for p in plan.partitions for i in p.ops}

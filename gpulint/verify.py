@@ -34,7 +34,7 @@ from gpulint import compare, reference
 from gpulint.compare import Tolerance, Verdict
 from gpulint.executor import Device
 from gpulint.model.ir import NUMPY_DTYPES, Model
-from gpulint.partitioned import PartitionedRunner
+from gpulint.partitioned import PartitionedRunner, main_plan
 from gpulint.text import clean
 
 __all__ = ["Request", "Tolerance", "VerifyError", "VerifyResult", "verify"]
@@ -269,12 +269,7 @@ def _gpu_side(runner: PartitionedRunner) -> set[int]:
 
 def _delegated_ops(model: Model, target: str) -> set[int]:
     """The ops of the main subgraph that check's plan delegates (for the original of a rewrite)."""
-    from gpulint.rules import pack
-    from gpulint.rules.engine import Linter
-
-    targets = pack.load_targets()
-    plan = Linter(targets[target], targets=targets).lint(model).plans[0]
-    return {i for p in plan.partitions if p.delegated for i in p.ops}
+    return {i for p in main_plan(model, target).partitions if p.delegated for i in p.ops}
 
 
 def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
