@@ -19,7 +19,6 @@ which a wrong scale or a lost bias exceeds by far, and its max error is reported
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gpulint import compare, reference
-from gpulint.model.ir import Model
+from gpulint.model.ir import Model, clone
 from gpulint.model.write import write
 from gpulint.passes import Pass, PassOptions, registry
 
@@ -62,17 +61,6 @@ class FixReport:
     @property
     def changed(self) -> bool:
         return bool(self.applied)
-
-
-def clone(model: Model) -> Model:
-    """A deep copy that shares the (never mutated) constant bytes."""
-    memo: dict[int, object] = {id(b.data): b.data for b in model.buffers}
-    memo[id(model.appended)] = model.appended
-    for sg in model.subgraphs:
-        for op in sg.operators:
-            if op.custom_options is not None:
-                memo[id(op.custom_options)] = op.custom_options
-    return copy.deepcopy(model, memo)
 
 
 def select_passes(names: list[str] | None, unsafe: bool) -> list[Pass]:

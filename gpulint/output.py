@@ -11,22 +11,11 @@ from gpulint import __version__
 from gpulint.check import FileResult
 from gpulint.rules.engine import Finding
 from gpulint.rules.pack import Rule
-from gpulint.text import clean
+from gpulint.text import clean, op_ranges
 
 JSON_SCHEMA_VERSION = 1
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
-
-
-def op_ranges(indices: list[int]) -> str:
-    """[1, 2, 3, 7] -> "1-3, 7"."""
-    out: list[str] = []
-    for i in sorted(set(indices)):
-        if out and out[-1].split("-")[-1] == str(i - 1):
-            out[-1] = out[-1].split("-")[0] + f"-{i}"
-        else:
-            out.append(str(i))
-    return ", ".join(out)
 
 
 def _where(f: Finding) -> str:

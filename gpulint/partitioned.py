@@ -22,8 +22,7 @@ import numpy as np
 from gpulint import reference
 from gpulint.executor import Device, Executor, ExecutorError, Unlowered
 from gpulint.executor.executor import DeviceError
-from gpulint.fix import clone
-from gpulint.model.ir import Model
+from gpulint.model.ir import Model, clone
 from gpulint.model.write import write
 from gpulint.passes.edit import prune
 from gpulint.rules import pack

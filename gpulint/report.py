@@ -19,9 +19,8 @@ from gpulint import __version__
 from gpulint.check import FileResult, Settings
 from gpulint.fix import FixReport
 from gpulint.model.ir import Model
-from gpulint.output import op_ranges
 from gpulint.rules.pack import Rule, builtin_rules
-from gpulint.text import clean
+from gpulint.text import clean, op_ranges
 
 NODE_W, NODE_H, GAP_X, GAP_Y = 170, 36, 24, 30
 # "refused": the interpreter refused the delegate for the whole graph, so every op runs on the CPU.

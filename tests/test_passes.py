@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from gpulint import reference
-from gpulint.fix import clone
 from gpulint.model import Model, read, write
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
-from gpulint.model.ir import DimensionMetadata, IndexVector, Sparsity
+from gpulint.model.ir import DimensionMetadata, IndexVector, Sparsity, clone
 from gpulint.passes import PassOptions, registry
 from gpulint.sample import sample_model
 

@@ -17,9 +17,10 @@ from conftest import CORPUS_FILES, NO_CORPUS
 
 from gpulint import reference
 from gpulint.check import Settings, check_file
-from gpulint.fix import FixError, clone, fix_model, select_passes
+from gpulint.fix import FixError, fix_model, select_passes
 from gpulint.model import Model, read, write
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
+from gpulint.model.ir import clone
 from gpulint.passes import PassOptions, PassResult, registry
 from gpulint.passes.static_shapes import bad_input_shapes, parse_input_shape
 from gpulint.rules.prepare import find_refusal

@@ -20,9 +20,8 @@ from gpulint.executor import device as cl_device
 from gpulint.executor import layout, movement
 from gpulint.executor.device import Device, ExecutorError, select_device
 from gpulint.executor.device import kernel as device_kernel
-from gpulint.fix import clone
 from gpulint.model import schema
-from gpulint.model.ir import Model, Operator
+from gpulint.model.ir import Model, Operator, clone
 from gpulint.passes import PassOptions, registry
 from gpulint.passes.edit import dequantize
 

@@ -8,6 +8,7 @@ a value the installed schema does not know stays a bare int, so it is kept, not 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,3 +290,14 @@ class Model:
         if int(np.prod(tensor.shape, dtype=np.int64)) == arr.size:
             arr = arr.reshape(tensor.shape)
         return arr
+
+
+def clone(model: Model) -> Model:
+    """A deep copy that shares the (never mutated) constant bytes."""
+    memo: dict[int, object] = {id(b.data): b.data for b in model.buffers}
+    memo[id(model.appended)] = model.appended
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if op.custom_options is not None:
+                memo[id(op.custom_options)] = op.custom_options
+    return copy.deepcopy(model, memo)

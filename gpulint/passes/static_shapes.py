@@ -168,7 +168,7 @@ def _probe(model: Model, si: int = 0, inputs: list[np.ndarray] | None = None) ->
     """Every tensor's value in subgraph `si` after one run of the interpreter (seeded inputs at the
     model's input shapes, or `inputs`), by tensor index. A called subgraph runs as the model's main
     subgraph (the others renumbered). ReferenceError when the interpreter refuses it."""
-    from gpulint.fix import clone
+    from gpulint.model.ir import clone
     from gpulint.model.write import write
 
     probe = _as_main(clone(model), si) if si else clone(model)
@@ -465,7 +465,7 @@ def _why_left(refusal: Refusal) -> str:
 
 
 def run(model: Model, options: PassOptions) -> PassResult:
-    from gpulint.fix import clone
+    from gpulint.model.ir import clone
 
     if not model.subgraphs:
         return PassResult()
