@@ -13,9 +13,10 @@ from typing import Any
 
 from gpulint.model import Model, ModelError, read
 from gpulint.rules import pack
-from gpulint.rules.engine import Finding, Linter, LintResult, Placement
+from gpulint.rules.engine import Finding, Linter, LintResult
 from gpulint.rules.pack import SEVERITY_RANK
 from gpulint.rules.partition import SubgraphPlan
+from gpulint.rules.placement import Placement
 
 
 class SettingsError(Exception):

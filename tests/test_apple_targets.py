@@ -17,7 +17,8 @@ import pytest
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 from gpulint.rules import pack
-from gpulint.rules.engine import Linter, LintResult, Placement
+from gpulint.rules.engine import Linter, LintResult
+from gpulint.rules.placement import Placement
 from gpulint.rules.signature import Graph
 
 TARGETS = pack.load_targets()

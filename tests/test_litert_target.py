@@ -15,7 +15,8 @@ import pytest
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 from gpulint.rules import pack
-from gpulint.rules.engine import Linter, Placement
+from gpulint.rules.engine import Linter
+from gpulint.rules.placement import Placement
 
 TARGETS = pack.load_targets()
 F32, I32 = np.float32, np.int32

@@ -18,6 +18,7 @@ from gpulint.passes import rgba_input
 from gpulint.rules import checks, numerics, pack
 from gpulint.rules.pack import Rule, Target
 from gpulint.rules.partition import SubgraphPlan, plan_subgraph, refresh_verdict
+from gpulint.rules.placement import Placement
 from gpulint.rules.prepare import Refusal, find_refusal
 from gpulint.rules.signature import Graph, OpSignature
 from gpulint.text import clean
@@ -64,32 +65,6 @@ class Finding:
             "op": self.op,
             "tensors": self.tensors,
             "fix": self.fix,
-        }
-
-
-@dataclass
-class Placement:
-    """One operator: where the delegate puts it and why."""
-
-    subgraph: int
-    index: int
-    op: str
-    version: int
-    placement: str  # "gpu" | "cpu" | "init-failure" | "refused"
-    reasons: list[str] = field(default_factory=list)
-    folded: bool = False  # a constant DEQUANTIZE the delegate folds into its consumers
-    codes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    backend_failures: dict[str, str] = field(default_factory=dict)  # backend -> why it fails to build the op
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "subgraph": self.subgraph,
-            "index": self.index,
-            "op": self.op,
-            "version": self.version,
-            "placement": self.placement,
-            "reasons": self.reasons,
-            "init_failures": self.backend_failures,
         }
 
 

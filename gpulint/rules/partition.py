@@ -18,13 +18,11 @@ split with the DEQUANTIZEs in the graph as CPU nodes, and leaves every DEQUANTIZ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpulint.model.ir import NUMPY_DTYPES
+from gpulint.rules.placement import Placement
 from gpulint.rules.signature import Graph, OpSignature
-
-if TYPE_CHECKING:
-    from gpulint.rules.engine import Placement
 
 
 @dataclass
