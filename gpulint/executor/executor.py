@@ -114,12 +114,16 @@ class Executor:
         self.model = _prepare(self.source)
         self.sg = self.model.subgraphs[0]
         self.buffers: dict[int, Any] = {}
-        self.pool = _BufferPool(self) if not self.keep_intermediates else None
+        self.pool: _BufferPool | None = None
         self.edges_in: dict[int, tuple[int, Any]] = {}  # graph input -> (float tensor, quantization)
         self.edges_out: dict[int, tuple[int, Any]] = {}
         self.raw_inputs: dict[int, Any] = {}  # graph input -> its buffer as given (float, BHWC)
         self.input_launches: list[Launch] = []  # raw input -> slices, before `launches`
-        _Lowering(self).lower()
+        lowering = _Lowering(self)  # plans fusion, which may move ops (hoist_operands)
+        # Lifetimes are read from the final op order: planned before the move, an op the move
+        # shifted released its inputs one op early or never (face_detection_short_range: 22 ops).
+        self.pool = _BufferPool(self) if not self.keep_intermediates else None
+        lowering.lower()
 
     # -- buffers ----------------------------------------------------------------------------
 
@@ -608,8 +612,6 @@ class _Lowering:
             if pads[0].any() or pads[3].any() or (pads < 0).any() or (fill is not None and fill.any()):
                 continue
             plan[oi] = (pi, int(pads[1][0]), int(pads[2][0]))
-            if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
-                self.ex.pool.reads_later(pad_op.inputs[0], oi)
         return plan
 
     def window_input(
@@ -733,6 +735,9 @@ class _Lowering:
         return self._placeholder
 
     def lower(self) -> None:
+        for oi, (pi, _, _) in self.merged_pads.items():
+            if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
+                self.ex.pool.reads_later(self.sg.operators[pi].inputs[0], oi)
         for t in self.sg.inputs:  # int8 interface inputs read only by a DEQUANTIZE: dequantized on the host
             readers = [op for op in self.sg.operators if t in op.inputs]
             if (
