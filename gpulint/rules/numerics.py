@@ -1,4 +1,5 @@
-"""Patterns that overflow or lose everything in half precision (GPU7xx), as the delegate computes F16.
+"""What overflows or loses everything in half precision, as the delegate computes F16: the
+analysis behind the GPU7xx rules, whose detectors are in detectors/f16.py.
 
 With precision loss allowed (the Android default) the delegate picks CalculationsPrecision::F16
 (cl/api.cc GetPrecision; the OpenGL backend declares `mediump`, gl/compiler/shader_codegen.cc):
@@ -17,8 +18,6 @@ max-subtraction and z-scores bound it; convs, dense layers and graph inputs do n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 from gpulint.rules.signature import Graph, OpSignature, TensorSpec
 
@@ -77,15 +76,6 @@ BOUNDED = {
 }
 FUSED = {"RELU": (0.0, INF), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "TANH": (-1.0, 1.0)}
 REDUCERS = ("SUM", "MEAN")
-
-
-@dataclass
-class Hit:
-    code: str
-    values: dict[str, Any]
-    index: int
-    op: str
-    tensors: list[str]
 
 
 def _mul(a: Interval, b: Interval) -> Interval:
@@ -214,7 +204,7 @@ def reduced_count(s: OpSignature) -> int | None:
     return n
 
 
-def fused_layernorms(ranges: Ranges, sigs: list[OpSignature]) -> set[int]:
+def fused_layernorms(sigs: list[OpSignature]) -> set[int]:
     """Ops the OpenCL backend fuses into MeanStdDevNormalization (computed in float), matched as
     TryMeanStdDevNormalization does: each step the single reader of the one before."""
     out: set[int] = set()
@@ -261,101 +251,3 @@ def square_of(s: OpSignature) -> TensorSpec | None:
     if s.op == "POW" and s.input(1) is not None and s.const_values(s.inputs[1]) == [2.0]:
         return s.input(0)
     return None
-
-
-def _shown(v: Interval) -> str:
-    if v[0] == -INF or v[1] == INF:
-        return "nothing bounds it"
-    return f"within [{v[0]:.4g}, {v[1]:.4g}]"
-
-
-def find(graph: Graph, sigs: list[OpSignature], on_gpu: set[int]) -> list[Hit]:
-    if not any(s.index in on_gpu and (s.op in ("EXP", "RSQRT", "SQRT") or square_of(s)) for s in sigs):
-        return []  # most graphs: no op of interest, no interval pass
-    ranges = Ranges(graph, sigs)
-    fused = fused_layernorms(ranges, sigs)
-    hits: list[Hit] = []
-    for s in sigs:
-        if s.index not in on_gpu or s.index in fused or not s.outputs:
-            continue
-        x = square_of(s)
-        if x is not None:
-            hits.extend(_square_hit(ranges, s, x, on_gpu))
-        elif s.op == "EXP" and s.input(0) is not None:
-            v = ranges.get(s, s.inputs[0])
-            if v[1] > EXP_LIMIT:
-                values = {"op": s.op, "tensor": s.inputs[0].name, "bound": _shown(v), "f16": F16_WORDS}
-                hits.append(Hit("GPU702", values, s.index, s.op, [s.inputs[0].name]))
-        elif s.op in ("RSQRT", "SQRT"):
-            hits.extend(_variance_hit(ranges, s))
-    return hits
-
-
-def _square_hit(ranges: Ranges, s: OpSignature, x: TensorSpec, on_gpu: set[int]) -> list[Hit]:
-    if s.op == "SQUARED_DIFFERENCE":
-        a, b = ranges.get(s, s.input(0)), ranges.get(s, s.input(1))
-        v = (a[0] - b[1], a[1] - b[0])
-    else:
-        v = ranges.get(s, x)
-    limit = max(v[0] ** 2, v[1] ** 2)  # inf where nothing bounds x
-    t = s.outputs[0]
-    for _ in range(8):  # to the reduction, through ops that only move values
-        readers = s.consumers(t)
-        if len(readers) != 1:
-            return []
-        r = readers[0]
-        if r.op in REDUCERS:
-            break
-        if r.op not in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE") or not r.outputs:
-            return []
-        t = r.outputs[0]
-    else:
-        return []
-    n = reduced_count(r)
-    if r.index not in on_gpu or n is None or n < MIN_REDUCED:
-        return []
-    worst = limit * (n if r.op == "SUM" else 1)
-    if worst <= HALF_MAX:
-        return []
-    why = (
-        f"the square overflows above {SQUARE_LIMIT:.1f} and the sum above {HALF_MAX:.0f} "
-        f"(an RMS above {math.sqrt(HALF_MAX / n):.3g})"
-        if r.op == "SUM"
-        else f"the square overflows above {SQUARE_LIMIT:.1f}, before the mean divides"
-    )
-    values = {
-        "op": s.op,
-        "tensor": x.name,
-        "bound": _shown(v),
-        "reducer": r.op,
-        "count": n,
-        "reducer_index": r.index,
-        "why": why,
-        "f16": F16_WORDS,
-    }
-    return [Hit("GPU701", values, s.index, s.op, [x.name])]
-
-
-def _variance_hit(ranges: Ranges, s: OpSignature) -> list[Hit]:
-    v = s.input(0)
-    src = ranges.source(v)
-    eps: float | None = None
-    if src is not None and src.op == "ADD":
-        for var, c in ((src.input(0), src.input(1)), (src.input(1), src.input(0))):
-            const = s.const_values(c) if c is not None and c.elements == 1 else None
-            if const:
-                eps, src = float(const[0]), ranges.source(var)
-                break
-    squared = ranges.source(src.input(0)) if src is not None else None
-    if src is None or src.op not in REDUCERS or squared is None or square_of(squared) is None:
-        return []  # not a variance (a reduction of squares)
-    if eps is not None and abs(eps) >= HALF_MIN_NORMAL:
-        return []  # rsqrt(eps) <= 128: finite even when the variance rounds to 0
-    if eps is None or eps == 0:
-        shown = "no eps"
-    elif abs(eps) < HALF_MIN_SUBNORMAL / 2:
-        shown = f"eps {eps:.3g} (0 in half)"
-    else:
-        shown = f"eps {eps:.3g} (a subnormal in half, below {HALF_MIN_NORMAL:.2g})"
-    values = {"op": s.op, "tensor": v.name if v else "", "reducer": src.op, "eps": shown, "f16": F16_WORDS}
-    return [Hit("GPU703", values, s.index, s.op, [v.name] if v else [])]

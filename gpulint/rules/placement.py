@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_NAME = 80  # the longest model-provided name quoted in a message
+MAX_REASON = 400  # the longest reason quoted in a message
+
 
 @dataclass
 class Placement:

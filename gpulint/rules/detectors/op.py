@@ -1,0 +1,83 @@
+"""Rules about one op at a time (scope `op`): layout, reshuffles, sub-byte weights, control flow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpulint.rules.detectors.registry import Hit, SubgraphView, detector
+from gpulint.rules.detectors.subgraph import atrous_chains
+from gpulint.rules.placement import MAX_NAME
+from gpulint.rules.signature import OpSignature
+from gpulint.text import clean
+
+RESHUFFLE = {
+    "SPACE_TO_DEPTH": "depth",
+    "DEPTH_TO_SPACE": "depth",
+    "SPACE_TO_BATCH_ND": "batch",
+    "BATCH_TO_SPACE_ND": "batch",
+}
+SUB_BYTE = ("INT4", "INT2", "UINT4")
+CONTROL_FLOW = {
+    "WHILE": ("cond_subgraph_index", "body_subgraph_index"),
+    "IF": ("then_subgraph_index", "else_subgraph_index"),
+    "CALL_ONCE": ("init_subgraph_index",),
+    "CALL": ("subgraph",),
+}
+
+
+@detector("GPU401", "op")
+def reshuffle_op(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    in_atrous = sig.op in RESHUFFLE and any(sig.index in ops for ops, _, _ in v.memo(atrous_chains))
+    if sig.op in RESHUFFLE and v.on_gpu(sig) and not in_atrous:  # GPU402 names the atrous ones
+        yield Hit({"op": sig.op, "where": RESHUFFLE[sig.op]}, sig.index, sig.op)
+
+
+@detector("GPU403", "op")
+def channel_moving_reshape(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if v.on_gpu(sig) and (moved := channel_move(sig)) is not None:
+        yield Hit({"op": sig.op, "src": moved[0], "dst": moved[1]}, sig.index, sig.op)
+
+
+def channel_move(sig: OpSignature) -> tuple[str, str] | None:
+    """A RESHAPE or TRANSPOSE that cannot keep the 4-channel slice layout: (src, dst) dims."""
+    if sig.op not in ("RESHAPE", "TRANSPOSE") or not sig.inputs or not sig.outputs:
+        return None
+    x, y = sig.inputs[0], sig.outputs[0]
+    if sig.op == "TRANSPOSE":
+        perm = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 else None
+        if perm and perm[-1] != len(perm) - 1:
+            return f"perm {perm}", f"{list(y.shape)}"
+        return None
+    if x.channels is not None and y.channels is not None and x.channels != y.channels:
+        return str(list(x.shape)), str(list(y.shape))
+    return None
+
+
+@detector("GPU301", "op")
+def channels_not_multiple_of_4(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not v.on_gpu(sig):
+        return
+    odd = [t for t in sig.outputs if t.channels and t.channels % 4 and t.dtype in ("FLOAT32", "FLOAT16")]
+    if odd:
+        shown = ", ".join(f"`{clean(t.name, MAX_NAME)}` ({slice_waste(t.channels or 1)})" for t in odd)
+        yield Hit({"op": sig.op, "tensors": shown}, sig.index, sig.op, [t.name for t in odd])
+
+
+def slice_waste(channels: int) -> str:
+    """C channels stored as ceil(C/4) slices of 4: "C=6, 1.33x memory"."""
+    return f"C={channels}, {4 * -(-channels // 4) / channels:.2f}x memory"
+
+
+@detector("GPU503", "op")
+def int4_weights(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    t = next((t for t in sig.inputs if t.is_const and t.dtype in SUB_BYTE), None)
+    if t is not None:
+        yield Hit({"op": sig.op, "dtype": t.dtype, "tensor": t.name}, sig.index, sig.op)
+
+
+@detector("GPU505", "op")
+def control_flow(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if sig.op in CONTROL_FLOW:
+        called = [sig.options.get(k) for k in CONTROL_FLOW[sig.op] if sig.options.get(k) is not None]
+        per = "iteration" if sig.op == "WHILE" else "call"
+        yield Hit({"op": sig.op, "subgraphs": ", ".join(map(str, called)), "per": per}, sig.index, sig.op)

@@ -1,0 +1,108 @@
+"""Where the delegate puts one op, and why: the decision chain, read from the target pack.
+
+`Placer.place` follows the delegate's decision chain (shared/research/gpu_delegate_rules.md §1):
+parser exists -> quantized-models flag -> CheckMaxSupportedOpVersion -> per-op compat checks
+-> tensor type/rank gate; ops that pass are then held to the [Parse] constraints, which make
+the delegate fail at init rather than fall back, and to each backend's kernels. The codes it
+gives (GPU101-108, GPU201, GPU203) are the rules.yaml entries with `found_by: target-pack`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpulint.rules import checks, pack
+from gpulint.rules.pack import Target
+from gpulint.rules.placement import MAX_NAME, Placement
+from gpulint.rules.signature import OpSignature
+from gpulint.text import clean
+
+
+class Placer:
+    def __init__(
+        self, target: Target, quantized: bool, backends: list[pack.Backend], targets: Mapping[str, Target]
+    ) -> None:
+        self.target = target
+        self.quantized = quantized
+        self.backends = backends
+        mp, classic = targets.get("mediapipe"), targets.get("classic")
+        added = set(mp.custom_ops) - set(classic.custom_ops) if mp is not None and classic is not None else set()
+        self.mediapipe_only = added - set(target.custom_ops)  # for GPU103 rather than GPU102
+
+    def place(self, sig: OpSignature) -> Placement:
+        p = Placement(sig.graph.index, sig.index, clean(sig.op, MAX_NAME) or "", sig.version, "gpu")
+        if sig.index in sig.graph.folded_fp16:
+            p.folded = True
+            p.reasons.append("fp16 constant DEQUANTIZE: folded into its consumers (FP16GraphPartitionHelper)")
+            return p
+        support = (self.target.custom_ops if sig.is_custom else self.target.ops).get(sig.op)
+        if support is None:
+            # Unknown custom ops get UnimplementedOperationParser(name), whose reason is the name.
+            if sig.is_custom and sig.op in self.mediapipe_only:
+                return self._cpu(p, "GPU103", sig.op, op=sig.op)
+            if sig.is_custom:
+                return self._cpu(p, "GPU102", sig.op, op=sig.op, target=self.target.name)
+            return self._cpu(p, "GPU101", "Operation is not supported.", op=sig.op)
+        if support.quantized_only and not self.quantized:
+            return self._cpu(p, "GPU105", "Operation is not supported.", op=sig.op)
+        if support.max_version is not None and sig.version > support.max_version:
+            reason = f"Max version supported: {support.max_version}. Requested version {sig.version}."
+            return self._cpu(p, "GPU104", reason, op=sig.op, version=sig.version, max_version=support.max_version)
+        for call in support.checks:
+            refused = checks.run(call.name, sig, dict(call.params))
+            if refused:
+                return self._cpu(p, "GPU106", refused, op=sig.op, reason=refused)
+        gate = self._tensor_gate(sig, support)
+        if gate is not None:
+            code, values = gate
+            return self._cpu(p, code, "OP is supported, but tensor type/shape isn't compatible.", op=sig.op, **values)
+        for call in support.init_checks:
+            failure = checks.run(call.name, sig, dict(call.params))
+            if failure:
+                p.placement = "init-failure"
+                p.reasons.append(failure)
+                p.codes.append(("GPU201", {"op": sig.op, "reason": failure}))
+                return p
+        for backend in self.backends:
+            failure = self._backend_failure(sig, backend)
+            if failure:
+                p.backend_failures[backend.name] = failure
+                p.placement = "init-failure"
+                p.reasons.append(f"{backend.title}: {failure}")
+                p.codes.append(("GPU203", {"op": sig.op, "backend": backend.title, "reason": failure}))
+        if sig.op == "DEQUANTIZE" and sig.inputs and sig.inputs[0].is_const:
+            p.folded = True
+            p.reasons.append("constant DEQUANTIZE: dequantized once when the delegate initializes")
+        return p
+
+    @staticmethod
+    def _backend_failure(sig: OpSignature, backend: pack.Backend) -> str | None:
+        if sig.op in backend.no_kernel:
+            return f"No shader implementation for {backend.no_kernel[sig.op]}"
+        for call in backend.init_checks.get(sig.op, []):
+            failure = checks.run(call.name, sig, dict(call.params))
+            if failure:
+                return failure
+        return None
+
+    def _cpu(self, p: Placement, code: str, reason: str, /, **values: Any) -> Placement:
+        p.placement = "cpu"
+        p.reasons.append(reason)
+        p.codes.append((code, values))
+        return p
+
+    def _tensor_gate(self, sig: OpSignature, support: pack.OpSupport) -> tuple[str, dict[str, Any]] | None:
+        """builder IsAllAllowedTensors: rank < 5 everywhere, allowed types on runtime tensors."""
+        if not self.target.tensor_gate:
+            return None
+        for t in (*sig.inputs, *sig.outputs):
+            if not t.omitted and t.rank > self.target.max_rank:
+                return "GPU108", {"tensor": t.name, "rank": t.rank}
+        base = list(self.target.runtime_types) + (list(self.target.quantized_types) if self.quantized else [])
+        for tensors, extra in ((sig.inputs, support.extra_input_types), (sig.outputs, support.extra_output_types)):
+            allowed = base + list(extra)
+            for t in tensors:
+                if t.runtime and t.dtype not in allowed:
+                    return "GPU107", {"tensor": t.name, "dtype": t.dtype, "allowed": "/".join(allowed)}
+        return None
