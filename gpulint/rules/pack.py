@@ -21,6 +21,7 @@ import yaml
 import gpulint.rules.checks_apple  # noqa: F401  (registers the Core ML and Metal checks)
 from gpulint.model import schema
 from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
+from gpulint.rules.detectors import DETECTORS
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # info 0 < warning 1 < error 2
@@ -117,6 +118,7 @@ class Rule:
     name: str
     severity: str
     category: str
+    found_by: str  # where code decides the rule applies: one of FOUND_BY
     message: str
     summary: str
     rationale: str
@@ -130,7 +132,10 @@ class Rule:
         return self.message.format(**values)
 
 
-_RULE_KEYS = ("code", "name", "severity", "category", "message", "summary", "rationale")
+_RULE_KEYS = ("code", "name", "severity", "category", "found_by", "message", "summary", "rationale")
+# `detector`: the function registered under the rule's code (detectors/); the others are the
+# engine's own steps: the placer with the target pack, the partition step, the refusal.
+FOUND_BY = ("detector", "target-pack", "partition", "refusal")
 _RULE_OPTIONAL = ("example", "use_instead", "fix", "references")
 _PLACEHOLDER = re.compile(r"{(\w+)")
 
@@ -157,6 +162,17 @@ def parse_rules(text: str, where: str) -> dict[str, Rule]:
             raise v.fail(e, "severity", "one of " + ", ".join(SEVERITIES))
         if e["code"] in out or e["name"] in names:
             raise v.fail(e, "code", f"a unique code and name; {e['code']} / {e['name']} is defined twice")
+        if e["found_by"] not in FOUND_BY:
+            raise v.fail(e, "found_by", "one of " + ", ".join(FOUND_BY))
+        found = DETECTORS.get(e["code"])
+        if e["found_by"] == "detector" and found is None:
+            raise v.fail(
+                e,
+                "found_by",
+                f'a detector for {e["code"]}: @detector("{e["code"]}", scope) in gpulint/rules/detectors/',
+            )
+        if e["found_by"] != "detector" and found is not None:
+            raise v.fail(e, "found_by", f"`detector`: {e['code']} has one, {found.where}")
         fix = e.get("fix")
         fix_pass = fix_safety = None
         if fix is not None:
@@ -171,6 +187,7 @@ def parse_rules(text: str, where: str) -> dict[str, Rule]:
             e["name"],
             e["severity"],
             e["category"],
+            e["found_by"],
             e["message"],
             e["summary"].strip(),
             " ".join(e["rationale"].split()),
@@ -181,6 +198,10 @@ def parse_rules(text: str, where: str) -> dict[str, Rule]:
             tuple(refs),
         )
         names.add(e["name"])
+    unknown = sorted(set(DETECTORS) - set(out))
+    if unknown:
+        d = DETECTORS[unknown[0]]
+        raise PackError(f"{where}: no rule {d.code}, for which {d.where} is registered as the detector")
     return out
 
 
