@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-import gpulint.rules.checks_apple  # noqa: F401  (registers the Core ML and Metal checks)
 from gpulint.model import schema
 from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
 from gpulint.rules.detectors import DETECTORS

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulint.rules.checks import check, gl_float_io, graph_check
+from gpulint.rules.checks.gl import gl_float_io
+from gpulint.rules.checks.registry import check, graph_check
 from gpulint.rules.signature import OpSignature, TensorSpec
 
 MAX_KERNEL = 16384  # convolution_op_builder.cc 345

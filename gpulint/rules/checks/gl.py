@@ -1,0 +1,262 @@
+"""The OpenGL ES backend's kernels (tflite/delegates/gpu/gl/kernels/*.cc): what it cannot
+build of an op the delegate took. Target packs name these under a backend's `init_checks:`
+(one op) and `graph_checks:` (the whole delegated partition); a failure is an init failure on
+that backend only (GPU203).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpulint.rules.checks.registry import check, graph_check
+from gpulint.rules.signature import OpSignature, TensorSpec
+from gpulint.text import clean
+
+
+def _bhwc(t: TensorSpec) -> tuple[int, ...]:
+    """model_builder_helper.cc ExtractTensorShape 97-121: B, BC, BWC and BHWC as BHWC."""
+    s = list(t.shape)
+    if len(s) == 1:
+        return (s[0], 1, 1, 1)
+    if len(s) == 2:
+        return (s[0], 1, 1, s[1])
+    if len(s) == 3:
+        return (s[0], 1, s[1], s[2])
+    return tuple(s)
+
+
+def _runtime_pair(sig: OpSignature) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The BHWC shapes of a two-runtime-input op, in the order the builder binds them: ADD and MUL
+    put the "larger" tensor first (builder ElementwiseOperationParser 1147-1158)."""
+    rt = sig.runtime_inputs
+    if len(rt) != 2 or rt[0].index == rt[1].index or min(rt[0].rank, rt[1].rank) < 1:
+        return None
+    a, b = _bhwc(rt[0]), _bhwc(rt[1])
+    if sig.op in ("ADD", "MUL") and a[1] <= b[1] and a[2] <= b[2] and a[3] == b[3]:
+        a, b = b, a
+    return a, b
+
+
+def _same_or_hw_broadcast(sig: OpSignature) -> bool:
+    """The two-runtime-input forms the OpenGL ADD and elementwise shaders build: equal shapes, or
+    the second 1x1xC (add.cc 85-108, elementwise.cc 154-163). True when the op is not such a pair."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return True
+    a, b = pair
+    return a == b or (b[1] == 1 and b[2] == 1 and a[3] == b[3])
+
+
+@check
+def gl_add_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/add.cc 85-108: two runtime inputs of equal shape, or the second 1x1xC."""
+    return None if _same_or_hw_broadcast(sig) else "Shapes are not equal"
+
+
+@check
+def gl_elementwise_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/elementwise.cc 154-185: SUB, DIV, MAXIMUM, ... with two runtime inputs of equal
+    shape, or the second 1x1xC; anything else falls to the constant path, which has no constant."""
+    if _same_or_hw_broadcast(sig):
+        return None
+    return "Couldn't read scalar of const vector data from the attributes."
+
+
+@check
+def gl_mul_shapes(sig: OpSignature) -> str | None:
+    """gl/kernels/mul.cc 41-55: each dimension of the second runtime input equals the first's or is 1."""
+    pair = _runtime_pair(sig)
+    if pair is None:
+        return None
+    a, b = pair
+    for dim in (2, 1, 3):
+        if not (b[dim] == a[dim] or (b[dim] == 1 and a[dim] != 1)):
+            return f"Second runtime tensor dimension {dim} must either match first tensor's dimensions or be 1."
+    return None
+
+
+@check
+def gl_conv_groups(sig: OpSignature) -> str | None:
+    """A grouped CONV_2D (the filter has fewer input channels than the input) on OpenGL, as the
+    builder lowers it (builder 655-705): one input channel per group and as many outputs as
+    inputs becomes a DEPTHWISE_CONVOLUTION, which OpenGL builds; groups of a multiple of 4
+    input and output channels stay one grouped CONVOLUTION_2D, which gl/kernels/conv.cc 50-54
+    refuses; other groups are split (ResolveGroupedConvolution, builder 751-), and OpenGL has no
+    SPLIT shader. The GL oracle shows all three."""
+    x, w = sig.input(0), sig.input(1)
+    out = sig.outputs[0] if sig.outputs else None
+    if x is None or w is None or out is None or x.rank != 4 or w.rank != 4 or not w.is_const:
+        return None
+    src_c, group_in, dst_c = x.shape[3], w.shape[3], w.shape[0]
+    if not group_in or src_c == group_in or src_c % group_in:
+        return None
+    if group_in == 1 and src_c == out.shape[-1]:
+        return None  # a depthwise conv
+    groups = src_c // group_in
+    if group_in % 4 == 0 and (dst_c // groups) % 4 == 0:
+        return "Convolution does not support more than 1 group"
+    return "No shader implementation for split"
+
+
+# -- checks over the whole delegated partition ------------------------------------------------
+
+
+def _partition_values(graph: Any, delegated: set[int]) -> list[tuple[int, int]]:
+    """(tensor, first op) for the runtime tensors of the delegated partition, in the order the
+    builder creates its values: each op's runtime inputs, then its outputs, in execution order."""
+    seen: dict[int, int] = {}
+    weights: set[int] = set()  # what a delegated DENSIFY/DEQUANTIZE makes of constants: read as weights
+    for n in sorted(delegated):
+        op = graph.subgraph.operators[n]
+        if graph.model.op_name(op) in ("DENSIFY", "DEQUANTIZE") and all(
+            t < 0 or graph.is_const(t) or t in weights for t in op.inputs
+        ):
+            weights.update(op.outputs)
+            continue
+        for t in (*op.inputs, *op.outputs):
+            if t >= 0 and t not in seen and t not in weights and not graph.is_const(t):
+                seen[t] = n
+    return list(seen.items())
+
+
+@graph_check
+def gl_batch_size(graph: Any, delegated: set[int]) -> tuple[int | None, str] | None:
+    """common/model.cc 533-552 CheckBatchSizeForAllValues, called by the OpenGL backend only
+    (gl/api.cc 385, gl/api2.cc 743): every value's B (of BHWC) equals the first value's."""
+    values = [(t, n) for t, n in _partition_values(graph, delegated) if graph.subgraph.tensors[t].shape]
+    if not values:
+        return None
+    batch = graph.subgraph.tensors[values[0][0]].shape[0]
+    odd = [(t, n) for t, n in values if graph.subgraph.tensors[t].shape[0] != batch]
+    if not odd:
+        return None
+    t, n = odd[0]
+    name = clean(graph.subgraph.tensors[t].name or f"tensor {t}", 80)
+    return n, (
+        f"Batch size mismatch, expected {batch} but got {len(odd)} values with divergent batch sizes "
+        f"(first: `{name}` {list(graph.subgraph.tensors[t].shape)})"
+    )
+
+
+@graph_check
+def gl_float_io(graph: Any, delegated: set[int]) -> tuple[int | None, str] | None:
+    """gl_delegate.cc 180-227 (TfLiteGpuDelegate): every runtime tensor the partition takes from or
+    hands back to the interpreter must be FLOAT32, else "Input/Output tensor is not found in the graph." """
+
+    def other(t: int) -> bool:
+        # Quantized tensors only reach a partition with the quantized-models flag, which only
+        # TfLiteGpuDelegateV2 has; it converts them at the boundary (delegate.cc quant_conversion_map).
+        tensor = graph.subgraph.tensors[t]
+        return tensor.type != "FLOAT32" and tensor.quantization is None
+
+    for n in sorted(delegated):
+        op = graph.subgraph.operators[n]
+        for t in op.inputs:
+            outside = t >= 0 and not graph.is_const(t) and graph.producer.get(t) not in delegated
+            if outside and other(t):
+                return n, "Input tensor is not found in the graph."
+        for t in op.outputs:
+            readers = graph.consumers.get(t, [])
+            leaves = t in graph.graph_outputs or any(r not in delegated for r in readers)
+            if leaves and other(t):
+                return n, "Output tensor is not found in the graph."
+    return None
+
+
+def _const_operand(sig: OpSignature) -> TensorSpec | None:
+    """The constant operand of a binary op with one runtime input and one constant of more than one element."""
+    rt, const = sig.runtime_inputs, sig.const_inputs
+    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
+        return None
+    return const[0]
+
+
+@check
+def gl_const_batch(sig: OpSignature) -> str | None:
+    """The OpenGL kernels read a constant operand of more than one element as one HWC image: with a
+    4-D constant whose batch is not 1, "<OP>: Batch size is not equal to 1." (seen from the oracle)."""
+    const = _const_operand(sig)
+    if const is None or const.rank != 4 or const.shape[0] == 1:
+        return None
+    return f"{sig.op}: Batch size is not equal to 1."
+
+
+@check
+def gl_elementwise_const(sig: OpSignature) -> str | None:
+    """gl/kernels/elementwise.cc 175-185: SUB, DIV, MAXIMUM, ... take a constant only as a scalar or a
+    per-channel vector (builder ParseInputsWithConstTensorImpl: linear when every dim but the last is 1)."""
+    const = _const_operand(sig)
+    if const is None:
+        return gl_const_batch(sig)
+    if all(d == 1 for d in const.shape[:-1]):
+        return gl_const_batch(sig)
+    return "Couldn't read scalar of const vector data from the attributes."
+
+
+@check
+def gl_mean_axes(sig: OpSignature) -> str | None:
+    """gl/kernels/mean.cc: MEAN over height and width only (of a 4-D tensor)."""
+    x = sig.input(0)
+    axes = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 and x is not None else None
+    if x is None or axes is None or x.rank != 4:
+        return None
+    if {int(a) % 4 for a in axes} <= {1, 2}:
+        return None
+    return "Mean calculation is supported only for height and width."
+
+
+@check
+def gl_batched_matmul(sig: OpSignature) -> str | None:
+    """Only two runtime operands make a BATCHED_MATMUL node, which gl/kernels/registry.cc has no
+    shader for; a constant 2-D right-hand side becomes a 1x1 CONVOLUTION_2D (model_builder.cc
+    331-370, BatchedMatMulOperationParser), which it has."""
+    if len(sig.runtime_inputs) == 2:
+        return "No shader implementation for batched_matmul"
+    return None
+
+
+@check
+def gl_mediapipe_version_1(sig: OpSignature) -> str | None:
+    """MediaPipe's GL shaders for TransformTensorBilinear (transform_tensor_bilinear.cc,
+    IsSupported: a 1x1x4x4 matrix, attr.version == 1) and TransformLandmarks (transform_landmarks.cc,
+    IsSupported: attr.version == 1) run version 1 only. MediaPipe's own runner turns version 2 into
+    version 1 first (ApplyCustomTransformations: transform_*_v2_to_v1); TfLiteGpuDelegate does not."""
+    if sig.version == 1 and (sig.op != "TransformTensorBilinear" or _matrix_4x4(sig)):
+        return None
+    return f"This case is not supported by {sig.op}" + ("." if sig.op == "TransformTensorBilinear" else "")
+
+
+def _matrix_4x4(sig: OpSignature) -> bool:
+    m = sig.input(1)
+    return m is not None and _bhwc(m) == (1, 1, 4, 4)
+
+
+@check
+def gl_const_node(sig: OpSignature) -> str | None:
+    """A constant operand of CONCATENATION or PACK becomes a CONSTANT node in the builder
+    (model_builder.cc 507-518, 1640-1653), and gl/kernels/registry.cc has no shader for it. The one
+    way out is MakePaddingFromZerosConcat (transformations/make_padding.cc 48-98): a two-input
+    concat on H, W or C whose first all-zero constant operand becomes zero padding."""
+    consts = [t for t in sig.inputs if t.is_const]
+    if not consts:
+        return None
+    if sig.op == "CONCATENATION" and len(sig.inputs) == 2 and len(consts) == 1 and sig.outputs:
+        rank = sig.outputs[0].rank
+        axis = int(sig.options.get("axis", 0)) % max(rank, 1)
+        values = sig.const_values(consts[0])
+        if axis != 0 and rank in (2, 3, 4) and values is not None and not any(values):
+            return None  # ExtractAxisFromIndex: any axis but the batch is H, W or C
+    return "No shader implementation for const"
+
+
+@check
+def gl_pad_batch(sig: OpSignature) -> str | None:
+    """gl/kernels/pad.cc 49-51 rejects padding of the batch. The builder (model_builder.cc
+    1773-1784, PadOperationParser) reads 4x2 paddings as BHWC and 3x2 paddings as
+    BHWC(1, ...) before and after: a 3-D PAD or MIRROR_PAD always "pads" the batch by 1."""
+    paddings = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 else None
+    if paddings is None or len(paddings) not in (6, 8):
+        return None
+    if len(paddings) == 8 and paddings[0] == paddings[1] == 0:
+        return None
+    return "Padding for BATCH is not supported."

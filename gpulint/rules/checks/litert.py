@@ -1,0 +1,306 @@
+"""LiteRT's GPU accelerator (ML Drift): its parsers' IsSupported.
+
+`mdb` = ml_drift_delegate/tflite/model_builder.cc, `opp` = ml_drift_delegate/tflite/
+operation_parser.cc, at google-ai-edge/LiteRT@f67457790c9c. ML Drift checks in IsSupported what
+the classic builder only finds out in Parse, so most of these refuse at partition time.
+"""
+
+from __future__ import annotations
+
+from gpulint.model import schema
+from gpulint.rules.checks.compat import FLOAT_TYPES, broadcastable, one_or_two_operands
+from gpulint.rules.checks.registry import check
+from gpulint.rules.signature import OpSignature, TensorSpec
+
+# ML Drift's names for the elementwise ops (tflite/delegates/gpu/common/operations.cc ToString).
+MD_OP_NAMES = {"SUB": "subtract", "SQUARED_DIFFERENCE": "squared_diff", "ATAN2": "atan2"}
+
+
+@check
+def md_constant_operands(sig: OpSignature) -> str | None:
+    """An elementwise op whose inputs are all constants, as the accelerator that ai-edge-litert
+    2.3.0 ships judges it. That build evaluates such nodes itself: the public source at
+    f67457790c9c has no such path (compat refuses them: "Op can only handle 1 or 2 operand(s)."),
+    but libLiteRtWebGpuAccelerator.so in the PyPI wheel carries its messages ("Invalid all
+    constant inputs", ": constant inputs and output must have the same rank, but got ",
+    ": constant inputs have different types: "), and the oracle shows it: SUB, DIV, MUL, ADD,
+    MAXIMUM, SQUARED_DIFFERENCE of two equal-rank constants are taken, a rank-4 and a rank-1
+    constant refused with that message. Other nodes: None (the op's other checks decide)."""
+    if not sig.inputs or sig.runtime_inputs:
+        return None
+    ranks = [t.rank for t in sig.inputs]
+    out_rank = sig.outputs[0].rank if sig.outputs else ranks[0]
+    name = MD_OP_NAMES.get(sig.op, sig.op.lower())
+    if len({*ranks, out_rank}) > 1:
+        got = ", ".join(map(str, ranks))
+        return f"{name}: constant inputs and output must have the same rank, but got {got} and {out_rank}"
+    if len({t.dtype for t in sig.inputs}) > 1:
+        return f"{name}: constant inputs have different types: " + ", ".join(t.dtype for t in sig.inputs)
+    return None
+
+
+@check
+def md_operands(sig: OpSignature) -> str | None:
+    """one_or_two_operands (compat), except for all-constant inputs: md_constant_operands."""
+    if sig.inputs and not sig.runtime_inputs:
+        return md_constant_operands(sig)
+    return one_or_two_operands(sig)
+
+
+ELEMENTWISE_IDENTICAL_OK = ("ADD", "MUL")
+
+
+def _tflite_shape(t: TensorSpec) -> str | None:
+    """opp PreCheckTfLiteShape 285-303: rank 1 to 4."""
+    return None if 1 <= t.rank <= 4 else f'Tensor "{t.name}" has bad input dims size: {t.rank}.'
+
+
+@check
+def md_elementwise(sig: OpSignature) -> str | None:
+    """mdb ElementwiseOperationParser::IsSupported 2258-2312: two runtime inputs must be two
+    distinct tensors (ADD and MUL may repeat one) of equal rank or numpy-broadcastable, and a
+    broadcast needs every tensor of rank 1-4."""
+    rt = sig.runtime_inputs
+    if len(rt) == 1 and len(sig.const_inputs) == 1:
+        return _const_operand_parses(sig.const_inputs[0])
+    if len(rt) != 2 or len(sig.const_inputs) != 0:
+        return None
+    if len(sig.inputs) != 2:
+        return "Applies only two input tensors"
+    a, b = sig.inputs
+    if a.index == b.index:
+        if sig.op not in ELEMENTWISE_IDENTICAL_OK:
+            return "No support of few identical inputs in the same operation."
+        return None
+    if a.rank == b.rank:
+        return None
+    if not broadcastable(a.shape, b.shape):
+        return "Inputs dimensions sizes don't match, broadcasting isn't applicable."
+    for t in (a, b, *sig.outputs[:1]):
+        if (why := _tflite_shape(t)) is not None:
+            return why
+    return None
+
+
+def _const_operand_parses(c: TensorSpec) -> str | None:
+    """mdb CanParseInputsWithConstTensor 2576-2648: a sparse constant, or a one-element constant
+    that is neither float-convertible (FLOAT32/16, quantized INT8/UINT8/INT4) nor INT32, is refused."""
+    floaty = c.dtype in FLOAT_TYPES or (c.quant is not None and c.dtype in ("INT8", "UINT8", "INT4"))
+    if c.sparse or (c.elements == 1 and not floaty and c.dtype != "INT32"):
+        return "Can't parse inputs with const tensors."
+    return None
+
+
+@check
+def md_fused_activation(sig: OpSignature) -> str | None:
+    """opp PreCheckMaybeFuseActivationSkipSize 452-468: NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGMOID."""
+    act = sig.options.get("fused_activation_function", "NONE")
+    if act in ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID"):
+        return None
+    return f"Unsupported fused activation: {schema.enum_value('ActivationFunctionType', act)}"
+
+
+@check
+def md_const_operand(sig: OpSignature, index: int, what: str) -> str | None:
+    """mdb PreReadTensor of an operand (paddings, perm, begin/size, alpha ...): it must hold data."""
+    t = sig.input(index)
+    if t is None:
+        return f"input #{index} tensor is not available"
+    return None if t.is_const else "src has no data."
+
+
+@check
+def md_runtime_input(sig: OpSignature, index: int = 0) -> str | None:
+    """mdb Conv2D 1315-1317, Slice 4808-4810: the data input must be a runtime tensor."""
+    t = sig.input(index)
+    if t is not None and t.is_const:
+        return "input must be a runtime tensor" if sig.op == "CONV_2D" else "Constant input is not supported."
+    return None
+
+
+@check
+def md_operand_counts(sig: OpSignature, runtime: int, consts: int) -> str | None:
+    """opp ValidateSupport 68-86: required runtime and constant inputs (outputs not counted)."""
+    if len(sig.runtime_inputs) != runtime:
+        return f"Expected {runtime} runtime input tensor(s), but node has {len(sig.runtime_inputs)} runtime input(s)."
+    if len(sig.const_inputs) != consts:
+        return f"Expected {consts} const input tensor(s), but node has {len(sig.const_inputs)} const input(s)."
+    return None
+
+
+@check
+def md_dynamic_update_slice(sig: OpSignature) -> str | None:
+    """mdb DynamicUpdateSliceOperationParser::IsSupported 2144-2177: runtime start indices, and
+    operand, update, indices and output of rank 1-4."""
+    if len(sig.inputs) < 3:
+        return "input #2 tensor is not available"
+    if sig.inputs[2].is_const:
+        return "start_indices must be a runtime tensor"
+    for t, what in ((sig.inputs[0], "operand"), (sig.inputs[1], "update"), (sig.inputs[2], "start_indices")):
+        if not 1 <= t.rank <= 4:
+            return f"{what} dims must be 1D-4D."
+    return None
+
+
+@check
+def md_batch_matmul(sig: OpSignature) -> str | None:
+    """mdb BatchedMatMulOperationParser::IsSupported 665-700: two runtime inputs, or a runtime
+    input and a constant right-hand side of rank 2, 3 or 4."""
+    rt = len(sig.runtime_inputs)
+    if rt == 2:
+        return None
+    if rt != 1:
+        return "Not supported batched mat mul case: too many inputs"
+    rhs = sig.input(1)
+    if rhs is None or not rhs.is_const:
+        return "Not supported batched mat mul case: non-constant tensor"
+    if rhs.rank not in (2, 3, 4):
+        return "Not supported batched mat mul case: second input has unsupported rank"
+    return None
+
+
+@check
+def md_axis_in_range(
+    sig: OpSignature, axes_input: int = 1, option: str | None = None, data: int = 0, output: bool = False
+) -> str | None:
+    """opp PreCheckAxisFromIndex 262-283: each axis (a constant input, or an option) inside the
+    rank of the data input (or of the output: PACK, mdb 3993), and that rank 1-4."""
+    x = (sig.outputs[0] if sig.outputs else None) if output else sig.input(data)
+    if x is None:
+        return None
+    if option is not None:
+        axes: list[int | float] | None = [sig.options.get(option, 0)]
+    else:
+        t = sig.input(axes_input)
+        axes = sig.const_values(t) if t is not None else None
+    for a in axes or []:
+        i = int(a) + x.rank if a < 0 else int(a)
+        if not 0 <= i < x.rank:
+            return "Index for axis out of range"
+        if not 1 <= x.rank <= 4:
+            return "Unknown layout."
+    return None
+
+
+@check
+def md_slice_shape(sig: OpSignature) -> str | None:
+    """mdb SliceOperationParser::IsSupported 4811-4886: begin and size as long as the input's rank (1-4)."""
+    x, begin = sig.input(0), sig.input(1)
+    if x is None or begin is None:
+        return None
+    n = begin.elements
+    if x.rank == 4 and n not in (3, 4):
+        return "Slicing starts count must be 3 or 4 for 4d input"
+    if x.rank in (1, 2, 3) and n != x.rank:
+        return f"Slicing starts count must be {x.rank} for {x.rank}d input"
+    if x.rank > 4 or x.rank == 0:
+        return "Slicing is unsupported for input with rank > 4"
+    return None
+
+
+@check
+def md_strided_slice(sig: OpSignature) -> str | None:
+    """mdb StridedSliceOperationParser 5334-5363 (its own compatibility check: no ellipsis, new-axis
+    or shrink-axis mask, 4 inputs) and IsSupported 5263-5311: constant begin/end/strides as long
+    as the input's rank (or one less), strides neither zero nor negative."""
+    for mask, words in (("ellipsis_mask", "ellipsis_mask."), ("new_axis_mask", "new_axis_mask.")):
+        if sig.options.get(mask, 0):
+            return f"Slice does not support {words}"
+    if sig.options.get("shrink_axis_mask", 0):
+        return "Slice does not support shrink_axis_mask parameter. "
+    if len(sig.inputs) < 4:
+        return "STRIDED_SLICE requires 4 inputs."
+    x, begin = sig.input(0), sig.input(1)
+    if x is None or begin is None or not begin.is_const:
+        return "src has no data."
+    if x.rank not in (begin.elements, begin.elements + 1):
+        return "STRIDED_SLICE input/params dimensions mismatch."
+    t = sig.input(3)
+    values = sig.const_values(t) if t is not None else None
+    if values is None:
+        return "src has no data."
+    if any(v == 0 for v in values):
+        return "stride values must be non-zero"
+    if any(v < 0 for v in values):
+        return "Reverse slices are not supported."
+    return None
+
+
+@check
+def md_select(sig: OpSignature) -> str | None:
+    """mdb SelectV2OperationParser's own compatibility check 4717-4745: the condition BOOL or
+    float; each branch the output's shape, or a scalar (any type: no float requirement)."""
+    if len(sig.inputs) != 3 or len(sig.outputs) != 1:
+        return "Expected 3 inputs and 1 output"
+    cond, a, b = sig.inputs
+    error = (
+        "Cond must be float or bool type, if, else tensors must be either be same the shape as output or "
+        "constant, scalar."
+    )
+    if cond.dtype not in ("BOOL", *FLOAT_TYPES):
+        return error
+    out = sig.outputs[0].shape
+    for t in (a, b):
+        if t.shape and t.shape != out and (t.rank > 1 or t.shape[0] > 1):
+            return error
+    return None
+
+
+@check
+def md_dequantize(sig: OpSignature) -> str | None:
+    """mdb DequantizeOperationParser::IsSupported 1992-2055: a constant input of rank 2-4; a
+    runtime input with quantization parameters of one scale."""
+    x = sig.input(0)
+    if x is None:
+        return "input #0 tensor is not available"
+    if not x.runtime:
+        if not 2 <= x.rank <= 4:
+            return f"Unsupported dims for tensor: {x.name} Got dims:{x.rank}"
+        return None
+    if x.quant is None or not x.quant.scale:
+        return "Encountered Dequantize input with no quant params"
+    if len(x.quant.scale) > 1:
+        return "Unsupported quantization scale size"
+    return None
+
+
+@check
+def md_quantize_output(sig: OpSignature) -> str | None:
+    """mdb QuantizeOperationParser::IsSupported 4389-4394."""
+    out = sig.outputs[0] if sig.outputs else None
+    if out is None or out.quant is None:
+        return "Encountered Quantize output with no quant params"
+    return None
+
+
+@check
+def md_topk(sig: OpSignature) -> str | None:
+    """mdb TopKOperationParser::IsSupported 5596-5607: k a constant scalar, two outputs."""
+    k = sig.input(1)
+    if k is None or not k.is_const:
+        return "TopK k must be constant tensor."
+    if k.elements != 1:
+        return "TopK k must be scalar."
+    return None if len(sig.outputs) == 2 else "TopK requires 2 output tensors"
+
+
+@check
+def md_one_hot(sig: OpSignature) -> str | None:
+    """mdb OneHotOperationParser::IsSupported 3919-3944 (gpu_compatibility.cc is not called)."""
+    if len(sig.inputs) < 4:
+        return f"Invalid number of inputs: {len(sig.inputs)}, while expected at least 4."
+    idx = sig.inputs[0]
+    axis = sig.options.get("axis", -1)
+    if sig.has_options and axis != -1 and (not idx.shape or axis != idx.shape[-1]):
+        return "OneHot axis must be -1 or the last dimension."
+    if idx.rank >= 4 and idx.shape[3] != 1:
+        return "OneHot indices channel dimension must be 1."
+    return None
+
+
+@check
+def md_gather_types(sig: OpSignature) -> str | None:
+    """mdb GatherOperationParser::IsSupported 3497-3499."""
+    if sig.inputs and sig.outputs and sig.inputs[0].dtype != sig.outputs[0].dtype:
+        return "Input / output dtype mismatch."
+    return None
