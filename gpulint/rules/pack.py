@@ -1,14 +1,14 @@
-"""Rule packs: the rule catalog (`rules.yaml`) and the target packs (`targets/*.yaml`).
+"""Rule packs: the target packs (`targets/*.yaml`); the rule catalog's names (catalog.py) are
+imported from here too.
 
-Loaded with `yaml.safe_load` semantics and validated on load: a bad pack is a PackError that
-names the file, the line, the key and what was expected. Target packs may name a `base` pack
-whose ops they extend or override, and keys starting with `x-` hold YAML anchors only.
+Loaded with `yaml.safe_load` semantics and validated on load (loader.py): a bad pack is a
+PackError that names the file, the line, the key and what was expected. Target packs may name a
+`base` pack whose ops they extend or override, and keys starting with `x-` hold YAML anchors only.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -16,201 +16,28 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpulint.model import schema
+from gpulint.rules.catalog import SEVERITIES, SEVERITY_RANK, Rule, builtin_rules, parse_rules
 from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
-from gpulint.rules.detectors import DETECTORS
+from gpulint.rules.loader import LineMap, PackError, Validator, load_yaml
 
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # info 0 < warning 1 < error 2
-
-
-class PackError(Exception):
-    """A rule pack that does not validate; the message names file, line and key."""
-
-
-# -- YAML with line numbers --------------------------------------------------------------------
-
-
-class _Map(dict[str, Any]):
-    """A mapping that remembers the line of each key (1-based)."""
-
-    line: int = 0
-    lines: dict[str, int]
-
-
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: 5x faster
-
-
-class _Loader(_SafeLoader):  # type: ignore[misc]
-    """yaml's safe loader whose mappings carry line numbers."""
-
-
-def _construct_map(loader: _Loader, node: yaml.MappingNode) -> _Map:
-    out = _Map({str(k): v for k, v in loader.construct_mapping(node, deep=True).items()})
-    out.line = node.start_mark.line + 1
-    out.lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-    return out
-
-
-_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-
-
-def _load(text: str, where: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise PackError(f"{where}{line}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
-
-
-class _Validator:
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, node: Any, key: str | None, expected: str) -> PackError:
-        line = (
-            node.lines.get(key, node.line) if isinstance(node, _Map) and key is not None else getattr(node, "line", 0)
-        )
-        at = f":{line}" if line else ""
-        what = f" `{key}`" if key is not None else ""
-        return PackError(f"{self.where}{at}:{what}: expected {expected}")
-
-    def mapping(self, node: Any, key: str | None, parent: Any = None) -> _Map:
-        if not isinstance(node, _Map):
-            raise self.fail(parent if parent is not None else node, key, "a mapping")
-        return node
-
-    def keys(self, node: _Map, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-        for k in required:
-            if k not in node:
-                raise self.fail(node, None, f"key `{k}`")
-        for k in node:
-            if k not in required and k not in optional and not str(k).startswith("x-"):
-                raise self.fail(node, k, "one of: " + ", ".join(required + optional) + " (unknown key)")
-
-    def typed(self, node: _Map, key: str, kind: type | tuple[type, ...], expected: str) -> Any:
-        v = node.get(key)
-        if v is not None and (not isinstance(v, kind) or (kind is int and isinstance(v, bool))):
-            raise self.fail(node, key, expected)
-        return v
-
-    def str_list(self, node: _Map, key: str, allowed: set[str] | None = None) -> list[str]:
-        v = node.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise self.fail(node, key, "a list of strings")
-        if allowed is not None:
-            for x in v:
-                if x not in allowed:
-                    raise self.fail(node, key, f"tensor types from the schema; `{x}` is not one")
-        return v
-
-
-# -- the rule catalog ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rule:
-    code: str
-    name: str
-    severity: str
-    category: str
-    found_by: str  # where code decides the rule applies: one of FOUND_BY
-    message: str
-    summary: str
-    rationale: str
-    example: str = ""
-    use_instead: str = ""
-    fix_pass: str | None = None
-    fix_safety: str | None = None
-    references: tuple[str, ...] = ()
-
-    def render(self, **values: Any) -> str:
-        return self.message.format(**values)
-
-
-_RULE_KEYS = ("code", "name", "severity", "category", "found_by", "message", "summary", "rationale")
-# `detector`: the function registered under the rule's code (detectors/); the others are the
-# engine's own steps: the placer with the target pack, the partition step, the refusal.
-FOUND_BY = ("detector", "target-pack", "partition", "refusal")
-_RULE_OPTIONAL = ("example", "use_instead", "fix", "references")
-_PLACEHOLDER = re.compile(r"{(\w+)")
-
-
-def parse_rules(text: str, where: str) -> dict[str, Rule]:
-    v = _Validator(where)
-    doc = v.mapping(_load(text, where), None)
-    v.keys(doc, ("rules",), ())
-    entries = doc["rules"]
-    if not isinstance(entries, list):
-        raise v.fail(doc, "rules", "a list of rules")
-    out: dict[str, Rule] = {}
-    names: set[str] = set()
-    for entry in entries:
-        e = v.mapping(entry, None, doc)
-        v.keys(e, _RULE_KEYS, _RULE_OPTIONAL)
-        for k in (*_RULE_KEYS, "example", "use_instead"):
-            v.typed(e, k, str, "a string")
-        if not re.fullmatch(r"[A-Z]+[0-9]{3}", e["code"]):
-            raise v.fail(e, "code", "a code like GPU101 (letters, then three digits)")
-        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", e["name"]):
-            raise v.fail(e, "name", "a kebab-case name")
-        if e["severity"] not in SEVERITIES:
-            raise v.fail(e, "severity", "one of " + ", ".join(SEVERITIES))
-        if e["code"] in out or e["name"] in names:
-            raise v.fail(e, "code", f"a unique code and name; {e['code']} / {e['name']} is defined twice")
-        if e["found_by"] not in FOUND_BY:
-            raise v.fail(e, "found_by", "one of " + ", ".join(FOUND_BY))
-        found = DETECTORS.get(e["code"])
-        if e["found_by"] == "detector" and found is None:
-            raise v.fail(
-                e,
-                "found_by",
-                f'a detector for {e["code"]}: @detector("{e["code"]}", scope) in gpulint/rules/detectors/',
-            )
-        if e["found_by"] != "detector" and found is not None:
-            raise v.fail(e, "found_by", f"`detector`: {e['code']} has one, {found.where}")
-        fix = e.get("fix")
-        fix_pass = fix_safety = None
-        if fix is not None:
-            f = v.mapping(fix, "fix", e)
-            v.keys(f, ("pass", "safety"), ())
-            if f["safety"] not in ("safe", "unsafe"):
-                raise v.fail(f, "safety", "safe or unsafe")
-            fix_pass, fix_safety = str(f["pass"]), f["safety"]
-        refs = v.str_list(e, "references")
-        out[e["code"]] = Rule(
-            e["code"],
-            e["name"],
-            e["severity"],
-            e["category"],
-            e["found_by"],
-            e["message"],
-            e["summary"].strip(),
-            " ".join(e["rationale"].split()),
-            e.get("example", ""),
-            e.get("use_instead", ""),
-            fix_pass,
-            fix_safety,
-            tuple(refs),
-        )
-        names.add(e["name"])
-    unknown = sorted(set(DETECTORS) - set(out))
-    if unknown:
-        d = DETECTORS[unknown[0]]
-        raise PackError(f"{where}: no rule {d.code}, for which {d.where} is registered as the detector")
-    return out
-
-
-@cache
-def builtin_rules() -> dict[str, Rule]:
-    text = resources.files("gpulint.rules").joinpath("rules.yaml").read_text("utf-8")
-    return parse_rules(text, "gpulint/rules/rules.yaml")
-
-
-# -- target packs --------------------------------------------------------------------------------
+__all__ = [
+    "BUILTIN_TARGETS",
+    "SEVERITIES",
+    "SEVERITY_RANK",
+    "Backend",
+    "CheckCall",
+    "OpSupport",
+    "PackError",
+    "Rule",
+    "Target",
+    "Targets",
+    "builtin_rules",
+    "configure",
+    "load_targets",
+    "parse_rules",
+    "parse_target",
+]
 
 
 @dataclass(frozen=True)
@@ -319,8 +146,8 @@ _OP_KEYS = (
 
 
 def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
-    v = _Validator(where)
-    doc = v.mapping(_load(text, where), None)
+    v = Validator(where)
+    doc = v.mapping(load_yaml(text, where), None)
     v.keys(doc, _TARGET_KEYS, _TARGET_OPTIONAL)
     name = v.typed(doc, "target", str, "a target name")
     base_name = v.typed(doc, "base", str, "the name of a target pack")
@@ -345,7 +172,7 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
     quant = v.str_list(doc, "quantized_types", types) if "quantized_types" in doc else inherited("quantized_types", [])
 
     def op_table(key: str, builtin: bool) -> dict[str, OpSupport]:
-        table = doc.get(key) or _Map()
+        table = doc.get(key) or LineMap()
         v.mapping(table, key, doc)
         start = {} if base is None or doc.get("only_listed") else dict(getattr(base, key))
         ops = {k: _copy(s) for k, s in start.items()}
@@ -381,9 +208,9 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         for bname, entry in table.items():
             e = v.mapping(entry, bname, table)
             v.keys(e, _BACKEND_KEYS, _BACKEND_OPTIONAL)
-            no_kernel = e.get("no_kernel") or _Map()
+            no_kernel = e.get("no_kernel") or LineMap()
             v.mapping(no_kernel, "no_kernel", e)
-            checks_by_op = e.get("init_checks") or _Map()
+            checks_by_op = e.get("init_checks") or LineMap()
             v.mapping(checks_by_op, "init_checks", e)
             graph = v.str_list(e, "graph_checks", set(GRAPH_CHECKS))
             out[str(bname)] = Backend(
@@ -430,11 +257,11 @@ def _copy(s: OpSupport) -> OpSupport:
     )
 
 
-def _check_call(v: _Validator, entry: _Map, key: str, item: Any) -> CheckCall:
+def _check_call(v: Validator, entry: LineMap, key: str, item: Any) -> CheckCall:
     params: dict[str, Any]
     if isinstance(item, str):
         name, params = item, {}
-    elif isinstance(item, _Map) and len(item) == 1:
+    elif isinstance(item, LineMap) and len(item) == 1:
         name, params = next(iter(item.items()))
         if not isinstance(params, dict):
             raise v.fail(item, name, "a mapping of the check's parameters")
