@@ -19,8 +19,8 @@ from conftest import CORPUS_FILES, NO_CORPUS
 from helpers import opencl_device
 
 from gpulint.executor import Executor, ExecutorError, layout
-from gpulint.executor import device as device_module
 from gpulint.executor import executor as executor_module
+from gpulint.executor import program as program_module
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -207,7 +207,7 @@ def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPa
     """A GPU's blocking (one output slice and position per item) and plain kernel (nothing
     fuses: a constant the output's shape is no fusable operand), on whatever device this is."""
     monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
-    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
+    monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, 6])
@@ -607,7 +607,7 @@ def test_tanh_as_a_fused_activation(op: str, looped: bool, monkeypatch: pytest.M
     """TANH as a fused activation, which LiteRT refuses on these ops: against the executor's
     own output without the activation. Compiled into the `_fused` kernel (CPU devices), and
     as a GPU runs it, in the plain kernel's loop after its stores."""
-    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: looped)
+    monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
     depthwise = op == "DEPTHWISE_CONV_2D"
     weights, bias = (w(1, 3, 3, 5), w(5)) if depthwise else (w(6, 3, 3, 5), w(6))
 
@@ -695,7 +695,7 @@ def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(
 ) -> None:
     """Both forms of fused kernel on this device: steps at each store (CPU devices) and in a
     loop after the stores (GPUs)."""
-    monkeypatch.setattr(device_module, "epilogue_loop", lambda device: looped)
+    monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
     build, launches = _fusion_cases()[case]
     model = single(lambda g: build(g, g.input("x", [1, 6, 7, 5])))
     assert_matches(model, precision=precision)
@@ -790,7 +790,7 @@ def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
     Counted, not timed: a driver's own cache (NVIDIA's, pyopencl's) can make a first compile
     as fast as a load."""
     code = (
-        "import pyopencl as cl; from gpulint.executor import select_device; from gpulint.executor.device import kernel\n"
+        "import pyopencl as cl; from gpulint.executor import select_device; from gpulint.executor.program import kernel\n"
         "sources = []; init = cl.Program.__init__\n"
         "def counting(self, *args): sources.append(isinstance(args[1], str)); init(self, *args)\n"
         "cl.Program.__init__ = counting\n"
@@ -1005,7 +1005,7 @@ def test_slice_aligned_groups_read_only_their_slices(
     a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's."""
     if blocking == "gpu":
         monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
-        monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
+        monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, c])
@@ -1030,7 +1030,7 @@ def test_conv2d_with_runtime_weights(
     """Weights that are an input: put in the kernel's order by a copy on the device each run."""
     if blocking == "gpu":
         monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
-        monkeypatch.setattr(device_module, "epilogue_loop", lambda device: True)
+        monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
     o = out_size(9, k, stride, 1, padding)
 
     def build(g: SubgraphBuilder) -> int:

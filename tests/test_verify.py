@@ -623,10 +623,10 @@ def test_no_compiler_warnings_at_fp16(tmp_path: Path, monkeypatch: pytest.Monkey
     every fp16 run with a cold kernel cache."""
     import warnings
 
-    from gpulint.executor import device as cl_device
+    from gpulint.executor import program as cl_program
 
     monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "kernels"))
-    monkeypatch.setattr(cl_device, "_PROGRAMS", {})  # build every kernel again
+    monkeypatch.setattr(cl_program, "_PROGRAMS", {})  # build every kernel again
     path = tmp_path / "conv.tflite"
     write(conv_model(32), path)
     with warnings.catch_warnings(record=True) as seen:

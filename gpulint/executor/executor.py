@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from gpulint.executor import device as cl_device
-from gpulint.executor import layout, movement
-from gpulint.executor.device import Device, ExecutorError, select_device
-from gpulint.executor.device import kernel as device_kernel
+from gpulint.executor import layout, movement, program
+from gpulint.executor.device import Device, select_device
+from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator, clone
 from gpulint.passes import PassOptions, registry
@@ -310,19 +309,6 @@ class _BufferPool:
                 self.free.append((layout.size(self.ex.sg.tensors[t].shape), self.ex.buffers[t]))
 
 
-class DeviceError(ExecutorError):
-    """The device refused (memory, resources), as opposed to an op the executor lacks."""
-
-
-class Unlowered(ExecutorError):
-    """Ops the executor has no lowering for: `ops` names each by its output tensors' names
-    (which survive the preparing passes, where op indices do not), with its op and reason."""
-
-    def __init__(self, message: str, ops: list[tuple[list[str], str, str]]) -> None:
-        super().__init__(message)
-        self.ops = ops
-
-
 _INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
 
 
@@ -534,7 +520,7 @@ class _Lowering:
         driver chooses."""
         device = self.ex.device
         assert device is not None
-        bound = device_kernel(device, self.ex.precision == "fp16", kernel, defines)
+        bound = program.kernel(device, self.ex.precision == "fp16", kernel, defines)
         bound.set_args(*args)
         local = (1,) * len(size) if device.cpu else None
         return Launch(oi, name, kernel, args, size, local, bound)
@@ -709,7 +695,7 @@ class _Lowering:
         argument, measured slower there (see conv.cl.j2). On a GPU, None when nothing is fused
         and the kernel has a `plain` form: a `_fused` one would add a pass over the output."""
         assert self.ex.device is not None
-        if not codes and plain and cl_device.epilogue_loop(self.ex.device):
+        if not codes and plain and program.epilogue_loop(self.ex.device):
             return None
         while len(args) < 4:
             args += [np.float32(0.0), self.placeholder()]

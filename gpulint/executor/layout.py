@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from gpulint.executor.device import ExecutorError
+from gpulint.executor.errors import ExecutorError
 
 
 def bhwc(shape: list[int] | tuple[int, ...]) -> tuple[int, int, int, int]:
