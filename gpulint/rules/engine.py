@@ -2,8 +2,9 @@
 
 `Linter.lint` runs the steps in order, each subgraph in turn: the placer puts every op
 (placer.py, from the target pack), the partition planner splits the subgraph (partition.py)
-and cuts off supported ops outside the delegated partition (GPU109), each backend checks its
-whole partition (GPU203), then the registered detectors run scope by scope (detectors/); the
+and cuts off supported ops outside the delegated partition (GPU109), the placer holds the
+delegated partition to each backend's graph checks, then the registered detectors run scope
+by scope (detectors/); the
 model's detectors and the interpreter's refusal (GPU202, prepare.py) come last, then the verdict.
 Every finding's words are its rule's message template (rules.yaml) filled with the values seen.
 """
@@ -15,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulint.model.ir import Model
-from gpulint.rules import checks, detectors, pack
+from gpulint.rules import detectors, pack
 from gpulint.rules.detectors import Hit, ModelView, SubgraphView
 from gpulint.rules.pack import Rule, Target
-from gpulint.rules.partition import SubgraphPlan, plan_subgraph, refresh_verdict
+from gpulint.rules.partition import SubgraphPlan, plan_subgraph
 from gpulint.rules.placement import MAX_NAME, MAX_REASON, Placement
 from gpulint.rules.placer import Placer
 from gpulint.rules.prepare import Refusal, find_refusal
@@ -107,7 +108,8 @@ class Linter:
             for p in placed:
                 for code, values in p.codes:
                     findings.append(self.finding(code, values, si, p.index, p.op))
-            findings.extend(self._partition_checks(graph, plan, placed))
+            for code, values, index, op in self.placer.check_partition(graph, plan, placed):
+                findings.append(self.finding(code, values, si, index, op))
             view = SubgraphView(graph, sigs, placed, plan, self.target, len(self.backends))
             for scope, items in view.scopes():
                 findings.extend(self._detect(scope, view, items, si))
@@ -159,31 +161,6 @@ class Linter:
         if not hit.fix:
             f.fix = None
         return f
-
-    def _partition_checks(self, graph: Graph, plan: SubgraphPlan, placed: list[Placement]) -> list[Finding]:
-        """Each backend's checks over the whole delegated partition (its values, its inputs and outputs)."""
-        out: list[Finding] = []
-        for backend in self.backends:
-            for name in backend.graph_checks:
-                hit = checks.GRAPH_CHECKS[name](graph, plan.delegated)
-                if hit is None:
-                    continue
-                index, failure = hit
-                p = next((q for q in placed if q.index == index), None)
-                plan.backend_failures.setdefault(backend.name, f"{failure} (at `{p.op if p else '?'}`, op {index})")
-                if p is not None:
-                    p.backend_failures.setdefault(backend.name, failure)
-                    p.placement = "init-failure"
-                    p.reasons.append(f"{backend.title}: {failure}")
-                values = {"op": p.op if p else "", "backend": backend.title, "reason": failure}
-                out.append(self.finding("GPU203", values, graph.index, index, p.op if p else None))
-        for backend in self.backends:
-            failing = [p for p in placed if p.index in plan.delegated and backend.name in p.backend_failures]
-            if failing and backend.name not in plan.backend_failures:
-                f = failing[0]
-                plan.backend_failures[backend.name] = f"{f.backend_failures[backend.name]} (at `{f.op}`, op {f.index})"
-        refresh_verdict(plan, placed, {b.name: b.title for b in self.backends})
-        return out
 
     def _refuse(self, refusal: Refusal, placements: list[Placement], plans: list[SubgraphPlan]) -> Finding:
         """The interpreter refuses the delegate for the whole graph: nothing is delegated."""

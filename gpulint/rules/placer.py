@@ -3,8 +3,10 @@
 `Placer.place` follows the delegate's decision chain (shared/research/gpu_delegate_rules.md §1):
 parser exists -> quantized-models flag -> CheckMaxSupportedOpVersion -> per-op compat checks
 -> tensor type/rank gate; ops that pass are then held to the [Parse] constraints, which make
-the delegate fail at init rather than fall back, and to each backend's kernels. The codes it
-gives (GPU101-108, GPU201, GPU203) are the rules.yaml entries with `found_by: target-pack`.
+the delegate fail at init rather than fall back, and to each backend's kernels.
+`check_partition` then holds each backend to its checks over the whole delegated partition.
+The codes they give (GPU101-108, GPU201, GPU203) are the rules.yaml entries with
+`found_by: target-pack`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 
 from gpulint.rules import checks, pack
 from gpulint.rules.pack import Target
+from gpulint.rules.partition import SubgraphPlan, refresh_verdict
 from gpulint.rules.placement import MAX_NAME, Placement
-from gpulint.rules.signature import OpSignature
+from gpulint.rules.signature import Graph, OpSignature
 from gpulint.text import clean
 
 
@@ -106,3 +109,32 @@ class Placer:
                 if t.runtime and t.dtype not in allowed:
                     return "GPU107", {"tensor": t.name, "dtype": t.dtype, "allowed": "/".join(allowed)}
         return None
+
+    def check_partition(
+        self, graph: Graph, plan: SubgraphPlan, placed: list[Placement]
+    ) -> list[tuple[str, dict[str, Any], int | None, str | None]]:
+        """Each backend's checks over the whole delegated partition (its values, its inputs and
+        outputs): (code, values, op index, op) for each failure, which the placements and the
+        plan now record, and the plan's verdict redone."""
+        out: list[tuple[str, dict[str, Any], int | None, str | None]] = []
+        for backend in self.backends:
+            for name in backend.graph_checks:
+                hit = checks.GRAPH_CHECKS[name](graph, plan.delegated)
+                if hit is None:
+                    continue
+                index, failure = hit
+                p = next((q for q in placed if q.index == index), None)
+                plan.backend_failures.setdefault(backend.name, f"{failure} (at `{p.op if p else '?'}`, op {index})")
+                if p is not None:
+                    p.backend_failures.setdefault(backend.name, failure)
+                    p.placement = "init-failure"
+                    p.reasons.append(f"{backend.title}: {failure}")
+                values = {"op": p.op if p else "", "backend": backend.title, "reason": failure}
+                out.append(("GPU203", values, index, p.op if p else None))
+        for backend in self.backends:
+            failing = [p for p in placed if p.index in plan.delegated and backend.name in p.backend_failures]
+            if failing and backend.name not in plan.backend_failures:
+                f = failing[0]
+                plan.backend_failures[backend.name] = f"{f.backend_failures[backend.name]} (at `{f.op}`, op {f.index})"
+        refresh_verdict(plan, placed, {b.name: b.title for b in self.backends})
+        return out

@@ -3,7 +3,7 @@
 A rule is its entry in rules.yaml (message, docs, fix) plus, where the entry says
 `found_by: detector`, one function registered with `@detector("GPU403", "op")` in the module of
 its scope. The engine runs the detectors scope by scope and turns each Hit into a finding with
-the rule's message: it knows scopes, not rule codes. pack.py checks that both sides match.
+the rule's message: it knows scopes, not rule codes. catalog.py checks that both sides match.
 
 Scopes, in the order the engine runs them, which is the order of the findings they give. A
 detector is called with the view and one item of its scope:
@@ -36,7 +36,7 @@ SCOPES = (*SUBGRAPH_SCOPES, *MODEL_SCOPES)
 
 
 class TargetFacts(Protocol):
-    """What detectors read of the target (a pack.Target, not imported: pack imports the registry)."""
+    """What detectors read of the target (a pack.Target, not imported: the catalog imports the registry)."""
 
     @property
     def name(self) -> str: ...
