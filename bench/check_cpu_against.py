@@ -27,7 +27,12 @@ def cpu_ms(pythonpath: str | None, model: Path) -> float:
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "gpulint", "check", str(model), "--exit-zero"], env=env, capture_output=True)
+    # `-m` puts the current folder first on sys.path, ahead of PYTHONPATH: run in the tree measured.
+    cwd = pythonpath or str(Path(__file__).resolve().parents[1])
+    cmd = [sys.executable, "-m", "gpulint", "check", str(model), "--exit-zero"]
+    r = subprocess.run(cmd, env=env, capture_output=True, cwd=cwd)
+    if r.returncode:  # a failing run's time says nothing
+        sys.exit(f"gpulint check failed in {cwd}: {r.stderr.decode(errors='replace')[-800:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
@@ -38,13 +43,13 @@ def main() -> None:
     ap.add_argument("model", nargs="?", default=str(DEFAULT_MODEL))
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
-    model = Path(args.model)
+    model = Path(args.model).resolve()
     if not model.is_file():
         sys.exit(f"no model at {model}")
     ours, theirs = [], []
     for _ in range(args.runs):
         ours.append(cpu_ms(None, model))
-        theirs.append(cpu_ms(args.other, model))
+        theirs.append(cpu_ms(str(Path(args.other).resolve()), model))
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"{model.name}: this tree {a:.0f} ms CPU, {args.other} {b:.0f} ms CPU", end="")
     print(f" (ratio {a / b:.3f}, medians of {args.runs})")
