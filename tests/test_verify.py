@@ -499,6 +499,87 @@ def test_bisect_judges_intermediates_on_their_noise(tmp_path: Path) -> None:
     assert "rewrite-proof" in b["tolerance_source"]  # type: ignore[index]
 
 
+# -- full-int8 models -------------------------------------------------------------------------------
+
+
+def int8_chain_model(depth: int = 4, narrow: int | None = None) -> Model:
+    """x float [1, 32] -> QUANTIZE -> `depth` int8 FULLY_CONNECTEDs (per-channel int8 weights, int32
+    bias, RELU on every other one) -> DEQUANTIZE, the shape of a PT2E export. Each output's scale
+    and zero point cover its values on 256 calibration inputs like the model's; `narrow`: that
+    layer's range is a third of its values' (an int8 tensor that saturates, as a calibration
+    narrower than the inputs makes one)."""
+    rng = np.random.default_rng(7)
+    calib = rng.uniform(-1, 1, (256, 32))
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    s_in = 1.0 / 127
+    t = g.op("QUANTIZE", [g.input("x", [1, 32])], [1, 32], dtype="INT8", quant=(s_in, 0), out_name="x_q")
+    for i in range(depth):
+        w = rng.standard_normal((32, 32)) / np.sqrt(32)
+        b = rng.standard_normal(32) * 0.1
+        calib = calib @ w.T + b
+        if i % 2:
+            calib = np.maximum(calib, 0)
+        lo, hi = min(float(calib.min()), 0.0), max(float(calib.max()), 0.0)
+        if narrow == i:
+            lo, hi = lo / 3, hi / 3
+        s_out = (hi - lo) / 255
+        zp = int(np.clip(np.round(-128 - lo / s_out), -128, 127))
+        ws = np.abs(w).max(axis=1) / 127
+        wq = g.const(f"w{i}", np.round(w / ws[:, None]).astype(np.int8), quant=(list(ws), [0] * 32), quant_dim=0)
+        bq = g.const(f"b{i}", np.round(b / (s_in * ws)).astype(np.int32), quant=(list(s_in * ws), [0] * 32))
+        relu = dict(fused_activation_function="RELU" if i % 2 else "NONE")
+        t = g.op(
+            "FULLY_CONNECTED",
+            [t, wq, bq],
+            [1, 32],
+            dtype="INT8",
+            quant=(s_out, zp),
+            options=relu,
+            version=5,
+            out_name=f"fc{i}",
+        )
+        s_in = s_out
+    g.output(g.op("DEQUANTIZE", [t], [1, 32], version=2, out_name="y"))
+    return mb.build()
+
+
+def test_int8_twin_computes_as_the_delegate(tmp_path: Path) -> None:
+    """The int8 ops in float on dequantized weights, each int8 result rounded into its own tensor
+    (QUANTIZE after the op, DEQUANTIZE before a reader), as the delegate's add_quant_adjustments
+    has it. On the interpreter every int8 tensor is within a step of LiteRT's int8 kernels, the
+    saturating one too: the rounding clamps as the kernels do. Ops left out keep their kernels."""
+    from gpulint import reference
+    from gpulint.model.ir import clone
+
+    model = int8_chain_model(depth=8, narrow=3)
+    fcs = [i for i, op in enumerate(model.subgraphs[0].operators) if model.op_name(op) == "FULLY_CONNECTED"]
+    assert reference.int8_ops(model) == fcs  # not the QUANTIZE of the float input, not the DEQUANTIZE
+
+    def float_fcs(twin: Model) -> list[bool]:
+        """For each FULLY_CONNECTED: computed in float, its result rounded by the QUANTIZE after it?"""
+        ops, tensors = twin.subgraphs[0].operators, twin.subgraphs[0].tensors
+        found = []
+        for i, op in enumerate(ops):
+            if twin.op_name(op) == "FULLY_CONNECTED":
+                floats = all(tensors[t].type == "FLOAT32" for t in op.inputs + op.outputs)
+                rounded = twin.op_name(ops[i + 1]) == "QUANTIZE" and ops[i + 1].inputs == op.outputs
+                found.append(floats and rounded and tensors[ops[i + 1].outputs[0]].type == "INT8")
+        return found
+
+    twin = reference.fake_quant_twin(clone(model))
+    part = reference.fake_quant_twin(clone(model), fcs[:2])
+    assert float_fcs(twin) == [True] * 8 and float_fcs(part) == [True] * 2 + [False] * 6
+    paths = [tmp_path / "int8.tflite", tmp_path / "twin.tflite"]
+    write(model, paths[0])
+    write(twin, paths[1])
+    x = reference.random_inputs(model, 0)
+    kernels, computed = (reference.run_all_tensors(p, x) for p in paths)
+    for i in range(8):
+        steps = np.abs(kernels[f"fc{i}"].astype(int) - computed[f"fc{i}"].astype(int))
+        assert steps.max() <= 1, (i, steps)
+
+
 # -- integer inputs ---------------------------------------------------------------------------------
 
 
