@@ -14,9 +14,12 @@ NaN or Inf on one side where the other has a number FAILs, naming the first op t
 
 A dynamic-range model (int8 weights beside float activations) runs on LiteRT's hybrid kernels,
 which quantize each activation to int8 on the fly; the GPU delegate dequantizes the weights once
-and computes in float. Like is compared with like: the CPU side of both comparisons runs the
-same graph with those weights dequantized to float32 (reference.float_twin), and the gap between
-the hybrid kernels and that float computation is reported per output, as information.
+and computes in float. A full-int8 model runs on LiteRT's integer kernels, which requantize in
+fixed point; the delegate computes its int8 ops in float too and rounds every int8 result to its
+grid (add_quant_adjustments). Like is compared with like: the CPU side of both comparisons runs
+the ops the delegate runs as it computes them (reference.float_twin for hybrid ops,
+reference.fake_quant_twin for int8 ops), and the gap between LiteRT's own kernels and that
+computation is reported per output, as information, never as the verdict.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class OutputResult:
     executor: Verdict
     first_nonfinite: dict[str, Any] | None = None  # the op that first made a NaN/Inf
     hybrid_gap: dict[str, Any] | None = None  # the CPU's hybrid kernels against float (information)
+    int8_gap: dict[str, Any] | None = None  # the CPU's int8 kernels against float + rounding (information)
 
     @property
     def passed(self) -> bool:
@@ -86,6 +90,7 @@ class OutputResult:
             "executor": ex,
             "first_nonfinite": self.first_nonfinite,
             "hybrid_gap": self.hybrid_gap,
+            "int8_gap": self.int8_gap,
         }
 
 
@@ -224,23 +229,27 @@ HYBRID_NOTE = (
     "LiteRT's hybrid kernels quantize each activation to int8 on the fly; the GPU delegate "
     "dequantizes the int8 weights once and computes in float"
 )
+INT8_NOTE = (
+    "LiteRT's int8 kernels requantize in fixed point; the delegate computes in float and rounds to "
+    "the int8 grid after each op"
+)
 
 
 @dataclass
 class _Twins:
-    """Float twins (hybrid weights dequantized) of the original and the candidate, where they
-    have hybrid ops: files in a temporary folder, or None."""
+    """The original and the candidate as the delegate computes their GPU side (hybrid weights
+    dequantized, int8 ops in float with each int8 result rounded to its grid), where they have
+    such ops there: files in a temporary folder, or None."""
 
     original: Path | None
     candidate: Path | None
-    ops: int  # the candidate's hybrid ops (the original's when the candidate has none)
+    hybrid: int  # the candidate's hybrid ops on the GPU side (the original's when the candidate has none)
+    int8: int  # the same for int8 ops
 
 
-def _float_twins(
-    req: Request, original: Model, candidate: Model, tmp: str, gpu_ops: tuple[set[int], set[int]]
-) -> _Twins:
-    """Only the hybrid ops on the GPU side are dequantized: a hybrid op in a CPU partition runs
-    the hybrid kernel on the device too (and in the candidate's CPU part here), so the reference
+def _twins(req: Request, original: Model, candidate: Model, tmp: str, gpu_ops: tuple[set[int], set[int]]) -> _Twins:
+    """Only ops on the GPU side are changed: a hybrid or int8 op in a CPU partition runs its
+    LiteRT kernel on the device too (and in the candidate's CPU part here), so the reference
     keeps it. `gpu_ops`: the original's and the candidate's ops on the GPU side."""
     from gpulint.model import read, write
 
@@ -251,15 +260,19 @@ def _float_twins(
         ("original", original, req.model_path, gpu_ops[0]),
         ("candidate", candidate, cand_path, gpu_ops[1]),
     ):
-        ops = [i for i in reference.hybrid_ops(model) if i in on_gpu]
-        counts.append(len(ops))
-        if not ops:
+        hybrid = [i for i in reference.hybrid_ops(model) if i in on_gpu]
+        int8 = [i for i in reference.int8_ops(model) if i in on_gpu]
+        counts.append((len(hybrid), len(int8)))
+        if not hybrid and not int8:
             paths.append(None)
             continue
         twin = Path(tmp, f"{name}.float.tflite")
-        write(reference.float_twin(read(path), ops), twin, allow_loss=True)
+        # Op indices stay valid through float_twin (it only adds constants); fake_quant_twin adds ops.
+        write(reference.fake_quant_twin(reference.float_twin(read(path), hybrid), int8), twin, allow_loss=True)
         paths.append(twin)
-    return _Twins(paths[0], paths[1], counts[1] or counts[0])
+    hybrid_count = counts[1][0] or counts[0][0]
+    int8_count = counts[1][1] or counts[0][1]
+    return _Twins(paths[0], paths[1], hybrid_count, int8_count)
 
 
 def _gpu_side(runner: PartitionedRunner) -> set[int]:
@@ -308,9 +321,10 @@ def _verify_with(
     same_model = req.candidate_path is None and req.reference is None
     cand_gpu = _gpu_side(runner)
     orig_gpu = cand_gpu if req.candidate_path is None else _delegated_ops(original, req.target)
-    twins = _float_twins(req, original, candidate, tmp, (orig_gpu, cand_gpu))
+    twins = _twins(req, original, candidate, tmp, (orig_gpu, cand_gpu))
     # The original on the CPU interpreter (or a saved run of it), then the candidate there. A
-    # model with hybrid ops runs as its float twin; the hybrid run is kept for the gap.
+    # model with hybrid or int8 ops on the GPU side runs as its twin; the run on LiteRT's own
+    # kernels is kept for the gap.
     if req.reference is not None:
         all_inputs, saved = load_reference(req.reference)
         orig = _Cpu(saved, None)
@@ -325,9 +339,9 @@ def _verify_with(
     cand_inputs = [reference.adapt_inputs(x, candidate, req.seed + r) for r, x in enumerate(all_inputs)]
     cand_path = req.candidate_path or req.model_path
     cand = orig if same_model and req.reference is None else _cpu_runs(twins.candidate or cand_path, cand_inputs)
-    hybrid = None
-    if twins.candidate is not None:  # the candidate's hybrid kernels, for the gap alone
-        hybrid = [reference.run(cand_path, x) for x in cand_inputs]
+    kernels = None
+    if twins.candidate is not None:  # the candidate on LiteRT's own kernels, for the gap alone
+        kernels = [reference.run(cand_path, x) for x in cand_inputs]
     seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -353,16 +367,18 @@ def _verify_with(
     )
     if req.inputs is None and req.reference is None:
         result.integer_inputs = reference.integer_inputs(original)
-    if twins.original is not None or twins.candidate is not None:
-        result.cpu_reference = (
-            f"{twins.ops} hybrid (dynamic-range) op(s): the CPU interpreter runs the same graph with their "
-            f"int8 weights dequantized to float32, as the GPU delegate computes it ({HYBRID_NOTE}); "
-            "the hybrid kernels' gap to that is reported per output, as information"
-        )
+    result.cpu_reference = _cpu_reference_text(twins)
     result.outputs = _judge_all(req, original, candidate, orig, cand, all_gots, same_model)
-    if hybrid is not None:
+    if kernels is not None:
         for i, o in enumerate(result.outputs):
-            o.hybrid_gap = _gap([c[i] for c in cand.outputs], [h[i] for h in hybrid])
+            gap = _gap([c[i] for c in cand.outputs], [k[i] for k in kernels], compare.quant_step(candidate, i))
+            if twins.hybrid:
+                o.hybrid_gap = {**gap, "reason": HYBRID_NOTE}
+            if twins.int8:
+                o.int8_gap = {**gap, "reason": INT8_NOTE}
+        if twins.int8:  # the text output shows each hybrid gap under its output; the int8 ones stand here
+            gaps = ", ".join(f"{o.name} {_gap_text(o.int8_gap)}" for o in result.outputs if o.int8_gap)
+            result.cpu_reference += f"; LiteRT's int8 kernels against that (information): {gaps}"
     if not result.passed:
         clock = time.perf_counter()
         rewrite = any(not o.rewrite.passed for o in result.outputs)
@@ -382,11 +398,44 @@ def _verify_with(
     return result
 
 
-def _gap(floats: list[np.ndarray], hybrids: list[np.ndarray]) -> dict[str, Any]:
-    """How far the CPU's hybrid kernels are from the float computation on one output."""
-    m = compare.metrics(np.stack(floats), np.stack(hybrids))
+def _cpu_reference_text(twins: _Twins) -> str:
+    """What the CPU side ran instead of the model as given, and why ("" where it ran the model)."""
+    if twins.original is None and twins.candidate is None:
+        return ""
+    parts = []
+    if twins.hybrid:
+        parts.append(
+            f"{twins.hybrid} hybrid (dynamic-range) op(s): the CPU interpreter runs them with their int8 "
+            f"weights dequantized to float32, as the GPU delegate computes them ({HYBRID_NOTE}); the hybrid "
+            "kernels' gap to that is reported per output, as information"
+        )
+    if twins.int8:
+        parts.append(
+            f"{twins.int8} int8 op(s): the CPU interpreter runs them in float on dequantized weights, each int8 "
+            "result rounded to its tensor's grid (QUANTIZE -> DEQUANTIZE), as the GPU delegate computes them "
+            f"({INT8_NOTE}: add_quant_adjustments)"
+        )
+    return "; ".join(parts)
+
+
+def _gap(twin: list[np.ndarray], kernels: list[np.ndarray], step: float | None) -> dict[str, Any]:
+    """How far LiteRT's own kernels are from the delegate's computation on one output (in
+    quantization steps too, for a quantized output)."""
+    m = compare.metrics(np.stack(twin), np.stack(kernels))
     keep = ("max_abs_error", "mean_abs_error", "max_rel_error", "cosine_similarity")
-    return {**{k: m[k] for k in keep}, "reason": HYBRID_NOTE}
+    gap = {k: m[k] for k in keep}
+    if step is not None and m["max_abs_error"] is not None:
+        gap["max_abs_error_steps"] = m["max_abs_error"] / step
+        gap["mean_abs_error_steps"] = m["mean_abs_error"] / step
+    return gap
+
+
+def _gap_text(gap: dict[str, Any]) -> str:
+    if gap["max_abs_error"] is None:
+        return "no value is a number on both sides"
+    if "max_abs_error_steps" in gap:
+        return f"{gap['max_abs_error_steps']:.3g} quantization steps (mean {gap['mean_abs_error_steps']:.3g})"
+    return f"max abs {gap['max_abs_error']:.3g}, max rel {gap['max_rel_error']:.3g}"
 
 
 REWRITE_FAULT = "the candidate differs from the original on the CPU interpreter"
