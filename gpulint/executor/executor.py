@@ -19,60 +19,12 @@ import numpy as np
 from gpulint.executor import layout, movement, program
 from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
+from gpulint.executor.opcodes import ACTIVATION, BINARY, CAST, FORM, REDUCE, UNARY, unary_code
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator, clone
 from gpulint.passes import PassOptions, registry
 from gpulint.passes.edit import dequantize
 
-UNARY = {
-    "RELU": 0,
-    "RELU6": 1,
-    "RELU_N1_TO_1": 2,
-    "RELU_0_TO_1": 3,
-    "LOGISTIC": 4,
-    "TANH": 5,
-    "EXP": 6,
-    "NEG": 7,
-    "RSQRT": 8,
-    "SQRT": 9,
-    "ABS": 10,
-    "SQUARE": 11,
-    "HARD_SWISH": 12,
-    "GELU": 13,
-    "ELU": 15,
-    "LEAKY_RELU": 16,
-    "LOG": 17,
-    "SIN": 18,
-    "COS": 19,
-    "FLOOR": 20,
-    "SIGN": 21,
-    "LOGICAL_NOT": 22,
-}
-# BOOL and INT32 tensors live in float buffers like every other tensor (exact below 2^24); CAST
-# converts between them by value. Codes continue UNARY's in the same kernel.
-CAST = {"FLOAT32": -1, "INT32": 23, "BOOL": 24}
-BINARY = {
-    "ADD": 0,
-    "SUB": 1,
-    "MUL": 2,
-    "DIV": 3,
-    "MAXIMUM": 4,
-    "MINIMUM": 5,
-    "SQUARED_DIFFERENCE": 6,
-    "POW": 7,
-    "FLOOR_DIV": 8,
-    "FLOOR_MOD": 9,
-    "PRELU": 10,
-    "EQUAL": 11,
-    "NOT_EQUAL": 12,
-    "LESS": 13,
-    "LESS_EQUAL": 14,
-    "GREATER": 15,
-    "GREATER_EQUAL": 16,
-    "LOGICAL_AND": 17,
-    "LOGICAL_OR": 18,
-}
-REDUCE = {"MEAN": 0, "SUM": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
 PREPARE = ("densify-constants", "dequantize-constants", "quantized-to-float")
 
 
@@ -443,6 +395,9 @@ def _pads(
     )
 
 
+NO_STEP = (0, FORM["NONE"], 0, ACTIVATION["NONE"])  # (op, form, swap, act) of an unused step
+
+
 @dataclass
 class Epilogue:
     """The fused steps of a `_fused` conv kernel: each step's code (op, form, swap, act; see
@@ -452,8 +407,8 @@ class Epilogue:
     args: list[Any]
 
     def defines(self, act: int) -> str:
-        """The program's ACT (the conv's own activation), E1 and E2, unused steps as (0, 0, 0, 0)."""
-        e1, e2 = [*self.codes, (0, 0, 0, 0), (0, 0, 0, 0)][:2]
+        """The program's ACT (the conv's own activation), E1 and E2, unused steps as NO_STEP."""
+        e1, e2 = [*self.codes, NO_STEP, NO_STEP][:2]
         return f"#define ACT {act}\n#define E1 (int4){e1}\n#define E2 (int4){e2}\n"
 
 
@@ -641,24 +596,24 @@ class _Lowering:
         """How `step`, reading `t`, fits an epilogue (the `form` of kernels' EPILOGUE_ARGS)."""
         name = self.name(step)
         if name in UNARY and len(step.inputs) == 1:
-            return 1
+            return FORM["UNARY"]
         if name not in BINARY or len(step.inputs) != 2:
             return None
         other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
         value = self.float_const(other)
         if value is not None:
             if value.size == 1:
-                return 4
+                return FORM["SCALAR"]
             channels = self.shape(t)[-1] if self.shape(t) else 1
-            return 2 if value.size == channels and value.shape[-1:] == (channels,) else None
+            return FORM["CHANNEL"] if value.size == channels and value.shape[-1:] == (channels,) else None
         ready = other in self.sg.inputs or produced_by.get(other, len(self.sg.operators)) < producer
         if not ready:
             return None
         if self.shape(other) == self.shape(t):
-            return 3
+            return FORM["TENSOR"]
         # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
         per_channel = layout.bhwc(self.shape(other)) == (1, 1, 1, layout.bhwc(self.shape(t))[3])
-        return 2 if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
+        return FORM["CHANNEL"] if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
 
     def epilogue(self, oi: int) -> tuple[int, Epilogue | None]:
         """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps its
@@ -671,8 +626,8 @@ class _Lowering:
             name = self.name(step)
             form = self.forms[ri]
             opts = step.builtin_options.values if step.builtin_options is not None else {}
-            if form == 1:
-                codes.append((UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0), 1, 0, 0))
+            if form == FORM["UNARY"]:
+                codes.append((unary_code(name, opts), form, 0, 0))
                 args += [np.float32(opts.get("alpha", 0.0)), self.placeholder()]
             else:
                 other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
@@ -784,12 +739,7 @@ class _Lowering:
         elif name == "CAST":
             self.cast(oi, op)
         elif name in UNARY:
-            self.unary(
-                oi,
-                op,
-                UNARY[name] + (1 if name == "GELU" and opts.get("approximate") else 0),
-                float(opts.get("alpha", 0.0)),
-            )
+            self.unary(oi, op, unary_code(name, opts), float(opts.get("alpha", 0.0)))
         elif name in BINARY:
             self.binary(oi, op, BINARY[name], act)
         elif name in REDUCE:

@@ -1,5 +1,5 @@
-"""gpulint's kernels as programs for one device: the source (prelude + kernels/*.cl*), one
-program per kernel, built once and kept on disk.
+"""gpulint's kernels as programs for one device: the source (prelude with opcodes.py's
+numbers as #defines, then kernels/*.cl*), one program per kernel, built once and kept on disk.
 
 The kernels are shape-agnostic (shapes are arguments), so one source serves every model. It
 is built per device, driver, precision and source; each binary is kept in `GPULINT_CACHE_DIR`
@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from gpulint.atomic import write_atomic
+from gpulint.executor import opcodes
 from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 
@@ -36,7 +37,10 @@ def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool 
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
-    parts = [prelude.render(half=half, fp16_extension=half and fp16_extension, epilogue_loop=epilogue_loop)]
+    header = prelude.render(
+        half=half, fp16_extension=half and fp16_extension, epilogue_loop=epilogue_loop, opcodes=opcodes.defines()
+    )
+    parts = [header]
     for name in KERNEL_FILES:  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop) if name.endswith(".j2") else text)

@@ -2,66 +2,68 @@
 // slice: one item per slice cost PoCL more in per-item overhead than the arithmetic itself.
 STEP_INLINE float4 unary4(float4 x, int op, float p) {
   switch (op) {
-    case 0: return KEEP_NAN(fmax(x, 0.0f), x);            // RELU
-    case 1: return KEEP_NAN(clamp(x, 0.0f, 6.0f), x);     // RELU6
-    case 2: return KEEP_NAN(clamp(x, -1.0f, 1.0f), x);    // RELU_N1_TO_1
-    case 3: return KEEP_NAN(clamp(x, 0.0f, 1.0f), x);     // RELU_0_TO_1
-    case 4: return 1.0f / (1.0f + exp(-x));               // LOGISTIC
-    case 5: return tanh(x);                               // TANH
-    case 6: return exp(x);                                // EXP
-    case 7: return -x;                                    // NEG
-    case 8: return rsqrt(x);                              // RSQRT
-    case 9: return sqrt(x);                               // SQRT
-    case 10: return fabs(x);                              // ABS
-    case 11: return x * x;                                // SQUARE
-    case 12: return x * clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;  // HARD_SWISH
-    case 13: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));  // GELU (exact)
-    case 14: return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));  // GELU approximate
-    case 15: return x < 0.0f ? exp(x) - 1.0f : x;         // ELU
-    case 16: return x < 0.0f ? p * x : x;                 // LEAKY_RELU
-    case 17: return log(x);                               // LOG
-    case 18: return sin(x);                               // SIN
-    case 19: return cos(x);                               // COS
-    case 20: return floor(x);                             // FLOOR
-    case 21: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);  // SIGN
+    case UNARY_RELU: return KEEP_NAN(fmax(x, 0.0f), x);
+    case UNARY_RELU6: return KEEP_NAN(clamp(x, 0.0f, 6.0f), x);
+    case UNARY_RELU_N1_TO_1: return KEEP_NAN(clamp(x, -1.0f, 1.0f), x);
+    case UNARY_RELU_0_TO_1: return KEEP_NAN(clamp(x, 0.0f, 1.0f), x);
+    case UNARY_LOGISTIC: return 1.0f / (1.0f + exp(-x));
+    case UNARY_TANH: return tanh(x);
+    case UNARY_EXP: return exp(x);
+    case UNARY_NEG: return -x;
+    case UNARY_RSQRT: return rsqrt(x);
+    case UNARY_SQRT: return sqrt(x);
+    case UNARY_ABS: return fabs(x);
+    case UNARY_SQUARE: return x * x;
+    case UNARY_HARD_SWISH: return x * clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case UNARY_GELU: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));  // exact
+    case UNARY_GELU_APPROXIMATE: return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case UNARY_ELU: return x < 0.0f ? exp(x) - 1.0f : x;
+    case UNARY_LEAKY_RELU: return x < 0.0f ? p * x : x;
+    case UNARY_LOG: return log(x);
+    case UNARY_SIN: return sin(x);
+    case UNARY_COS: return cos(x);
+    case UNARY_FLOOR: return floor(x);
+    case UNARY_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     // BOOL and INT32 tensors are floats holding 0/1 and whole numbers.
-    case 22: return x == 0.0f ? 1.0f : 0.0f;              // LOGICAL_NOT
-    case 23: return trunc(x);                             // CAST to INT32 (C's conversion)
-    case 24: return x != 0.0f ? 1.0f : 0.0f;              // CAST to BOOL
-    default: return x;                                    // CAST to FLOAT32
+    case UNARY_LOGICAL_NOT: return x == 0.0f ? 1.0f : 0.0f;
+    case CAST_TO_INT32: return trunc(x);  // C's conversion
+    case CAST_TO_BOOL: return x != 0.0f ? 1.0f : 0.0f;
+    default: return x;  // CAST_TO_FLOAT32
   }
 }
 
 STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return MAX_NAN(a, b);
-    case 5: return MIN_NAN(a, b);
-    case 6: return (a - b) * (a - b);                     // SQUARED_DIFFERENCE
-    case 7: return pow(a, b);
-    case 8: return floor(a / b);                          // FLOOR_DIV
-    case 9: return a - floor(a / b) * b;                  // FLOOR_MOD
-    case 10: return a >= 0.0f ? a : a * b;                // PRELU (b = alpha)
-    case 11: return a == b ? 1.0f : 0.0f;                 // EQUAL, and the rest give BOOL as 0/1
-    case 12: return a != b ? 1.0f : 0.0f;
-    case 13: return a < b ? 1.0f : 0.0f;
-    case 14: return a <= b ? 1.0f : 0.0f;
-    case 15: return a > b ? 1.0f : 0.0f;
-    case 16: return a >= b ? 1.0f : 0.0f;
-    case 17: return a != 0.0f && b != 0.0f ? 1.0f : 0.0f;  // LOGICAL_AND
-    case 18: return a != 0.0f || b != 0.0f ? 1.0f : 0.0f;  // LOGICAL_OR
+    case BINARY_ADD: return a + b;
+    case BINARY_SUB: return a - b;
+    case BINARY_MUL: return a * b;
+    case BINARY_DIV: return a / b;
+    case BINARY_MAXIMUM: return MAX_NAN(a, b);
+    case BINARY_MINIMUM: return MIN_NAN(a, b);
+    case BINARY_SQUARED_DIFFERENCE: return (a - b) * (a - b);
+    case BINARY_POW: return pow(a, b);
+    case BINARY_FLOOR_DIV: return floor(a / b);
+    case BINARY_FLOOR_MOD: return a - floor(a / b) * b;
+    case BINARY_PRELU: return a >= 0.0f ? a : a * b;  // b = alpha
+    // Comparisons and logical ops give BOOL as 0/1.
+    case BINARY_EQUAL: return a == b ? 1.0f : 0.0f;
+    case BINARY_NOT_EQUAL: return a != b ? 1.0f : 0.0f;
+    case BINARY_LESS: return a < b ? 1.0f : 0.0f;
+    case BINARY_LESS_EQUAL: return a <= b ? 1.0f : 0.0f;
+    case BINARY_GREATER: return a > b ? 1.0f : 0.0f;
+    case BINARY_GREATER_EQUAL: return a >= b ? 1.0f : 0.0f;
+    case BINARY_LOGICAL_AND: return a != 0.0f && b != 0.0f ? 1.0f : 0.0f;
+    case BINARY_LOGICAL_OR: return a != 0.0f || b != 0.0f ? 1.0f : 0.0f;
     default: return a;
   }
 }
 
 // Elementwise ops fused into the kernel that produces their input (conv, depthwise), as the
 // delegate links them: up to two steps after the producer's own activation. A step is
-// e = (op, form, swap, act): form 0 none, 1 unary op, 2-4 binary op with an operand that is
-// per channel (slice s), a tensor shaped like the output (float4 index i) or one scalar;
-// swap puts the operand first; act is the binary op's fused activation.
+// e = (op, form, swap, act): form FORM_NONE (no step), FORM_UNARY (op is a UNARY_*), or a
+// binary op (BINARY_*) whose operand is FORM_CHANNEL (per channel: slice s), FORM_TENSOR
+// (shaped like the output: float4 index i) or FORM_SCALAR; swap puts the operand first; act
+// is the binary op's fused activation.
 // The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
 // `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
 // `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
@@ -71,13 +73,13 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
 #define FINISH(v, s, i) epilogue(epilogue(activate((v), ACT), E1, p1, o1, (s), (i)), E2, p2, o2, (s), (i))
 // The activations that are clamps (NONE, RELU, RELU_N1_TO_1, RELU6) as bounds.
 inline float2 clamp_bounds(int act) {
-  return (float2)(act == 1 || act == 3 ? 0.0f : (act == 2 ? -1.0f : -INFINITY),
-                  act == 3 ? 6.0f : (act == 2 ? 1.0f : INFINITY));
+  return (float2)(act == ACT_RELU || act == ACT_RELU6 ? 0.0f : (act == ACT_RELU_N1_TO_1 ? -1.0f : -INFINITY),
+                  act == ACT_RELU6 ? 6.0f : (act == ACT_RELU_N1_TO_1 ? 1.0f : INFINITY));
 }
 STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
-  if (e.y == 0) return v;
-  if (e.y == 1) return unary4(v, e.x, p);
-  float4 u = e.y == 2 ? LOAD4(s, o) : (e.y == 3 ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
+  if (e.y == FORM_NONE) return v;
+  if (e.y == FORM_UNARY) return unary4(v, e.x, p);
+  float4 u = e.y == FORM_CHANNEL ? LOAD4(s, o) : (e.y == FORM_TENSOR ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
   return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
 }
 

@@ -35,15 +35,15 @@ __kernel void reduce(__global const FLT* src, __global FLT* dst, int4 sd, int sc
   for (int l = 0; l < 4; l++) {
     int c = s * 4 + l;
     if (c >= dc) { r[l] = 0.0f; continue; }
-    float acc = op == 2 ? -INFINITY : (op == 3 ? INFINITY : (op == 4 ? 1.0f : 0.0f));
+    float acc = op == REDUCE_MAX ? -INFINITY : (op == REDUCE_MIN ? INFINITY : (op == REDUCE_PROD ? 1.0f : 0.0f));
     for (int ib = 0; ib < nb; ib++)
       for (int ih = 0; ih < nh; ih++)
         for (int iw = 0; iw < nw; iw++)
           for (int ic = 0; ic < nc; ic++) {
             float v = read1(src, sd, axes.x ? ib : b, axes.y ? ih : y, axes.z ? iw : x, axes.w ? ic : c);
-            acc = op == 2 ? MAX_NAN(acc, v) : (op == 3 ? MIN_NAN(acc, v) : (op == 4 ? acc * v : acc + v));
+            acc = op == REDUCE_MAX ? MAX_NAN(acc, v) : (op == REDUCE_MIN ? MIN_NAN(acc, v) : (op == REDUCE_PROD ? acc * v : acc + v));
           }
-    r[l] = op == 0 ? acc / (float)(nb * nh * nw * nc) : acc;
+    r[l] = op == REDUCE_MEAN ? acc / (float)(nb * nh * nw * nc) : acc;
   }
   STORE4((float4)(r[0], r[1], r[2], r[3]), slice_index(dd, b, y, x, s), dst);
 }
