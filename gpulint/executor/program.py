@@ -25,7 +25,16 @@ from gpulint.executor import opcodes
 from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 
-KERNEL_FILES = ("elementwise.cl", "conv.cl.j2", "compute.cl", "reduce.cl")
+PRELUDE = "prelude.cl.j2"
+
+
+def kernel_files() -> list[str]:
+    """The kernel files, by name: each op family's kernels in a file of its own (conv.cl.j2,
+    depthwise.cl.j2, elementwise.cl, ...). Every program holds the helpers of all of them (see
+    kernel_sources), so their order does not matter."""
+    folder = resources.files("gpulint").joinpath("kernels")
+    names = [f.name for f in folder.iterdir() if f.name.endswith((".cl", ".cl.j2")) and f.name != PRELUDE]
+    return sorted(names)
 
 
 @cache
@@ -36,12 +45,12 @@ def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool 
     one loop after the stores instead of at each unrolled store (see conv.cl.j2)."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    prelude = env.from_string(folder.joinpath("prelude.cl.j2").read_text("utf-8"))
+    prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
     header = prelude.render(
         half=half, fp16_extension=half and fp16_extension, epilogue_loop=epilogue_loop, opcodes=opcodes.defines()
     )
     parts = [header]
-    for name in KERNEL_FILES:  # templates unroll kernel variants (conv.cl.j2: blockings)
+    for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop) if name.endswith(".j2") else text)
     return "\n".join(parts)

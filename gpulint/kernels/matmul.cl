@@ -1,0 +1,24 @@
+// BATCH_MATMUL, and FULLY_CONNECTED whose weights are a runtime tensor (the delegate makes it
+// a CONVOLUTION_2D with runtime weights, model_builder.cc): [B, H, M, K] x [B, H, K, N] stored
+// as BHWC (B, H, M, K), batch dims of 1 broadcast; adj_x / adj_y read an operand as [.., K, M]
+// / [.., N, K]. One output slice of N per item: without adj_y, a row of B is one slice load.
+// Bias per N and a fused activation (act as ActivationFunctionType).
+__kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __global const FLT* bias,
+                           __global FLT* dst, int4 ad, int4 bd, int4 dd, int dc, int k_size, int adj_x, int adj_y,
+                           int act) {
+  int m = get_global_id(0), h = get_global_id(1), z = get_global_id(2);
+  int b = z / dd.w, s = z % dd.w;
+  if (m >= dd.z || h >= dd.y || b >= dd.x) return;
+  int ab = ad.x == 1 ? 0 : b, ah = ad.y == 1 ? 0 : h, bb = bd.x == 1 ? 0 : b, bh = bd.y == 1 ? 0 : h;
+  int n0 = s * 4, last = dc - 1;  // lanes past N read row N - 1 and are masked at the store
+  int n1 = min(n0 + 1, last), n2 = min(n0 + 2, last), n3 = min(n0 + 3, last);
+  float4 acc = LOAD4(s, bias);
+  for (int k = 0; k < k_size; k++) {
+    float va = adj_x ? read1(a, ad, ab, ah, k, m) : read1(a, ad, ab, ah, m, k);
+    float4 vb = adj_y ? (float4)(read1(bm, bd, bb, bh, n0, k), read1(bm, bd, bb, bh, n1, k),
+                                 read1(bm, bd, bb, bh, n2, k), read1(bm, bd, bb, bh, n3, k))
+                      : LOAD4(slice_index(bd, bb, bh, k, s), bm);
+    acc += va * vb;
+  }
+  STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, h, m, s), dst);
+}
