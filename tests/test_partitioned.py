@@ -78,10 +78,10 @@ def test_an_op_the_executor_cannot_lower_runs_on_the_cpu_with_a_warning(monkeypa
 
 
 def test_an_error_that_names_no_op_moves_its_whole_partition(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(model: Model) -> Model:
+    def refuse(model: Model, fusing: bool) -> Model:
         raise ExecutorError("cannot prepare the model for the executor (test)")
 
-    monkeypatch.setattr(executor_module, "_prepare", refuse)
+    monkeypatch.setattr(executor_module, "prepare", refuse)
     model = chain()
     assert DEVICE is not None
     runner = PartitionedRunner(model, DEVICE)

@@ -19,13 +19,11 @@ import numpy as np
 from gpulint.executor import layout, movement, program
 from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
+from gpulint.executor.graph import GraphView
 from gpulint.executor.opcodes import ACTIVATION, BINARY, CAST, FORM, REDUCE, UNARY, unary_code
+from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model import schema
-from gpulint.model.ir import Model, Operator, clone
-from gpulint.passes import PassOptions, registry
-from gpulint.passes.edit import dequantize
-
-PREPARE = ("densify-constants", "dequantize-constants", "quantized-to-float")
+from gpulint.model.ir import Model, Operator
 
 
 @dataclass
@@ -62,17 +60,16 @@ class Executor:
             raise ExecutorError(f"precision must be fp32 or fp16, not {self.precision}")
         self.device = self.device or select_device()
         self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
-        self.model = _prepare(self.source)
+        prepared = prepare(self.source, fusing=not self.keep_intermediates)
+        self.model = prepared.model
         self.sg = self.model.subgraphs[0]
         self.buffers: dict[int, Any] = {}
         self.pool: _BufferPool | None = None
-        self.edges_in: dict[int, tuple[int, Any]] = {}  # graph input -> (float tensor, quantization)
-        self.edges_out: dict[int, tuple[int, Any]] = {}
+        self.edges_in = prepared.edges_in  # graph input -> (float tensor, quantization)
+        self.edges_out = prepared.edges_out
         self.raw_inputs: dict[int, Any] = {}  # graph input -> its buffer as given (float, BHWC)
         self.input_launches: list[Launch] = []  # raw input -> slices, before `launches`
-        lowering = _Lowering(self)  # plans fusion, which may move ops (hoist_operands)
-        # Lifetimes are read from the final op order: planned before the move, an op the move
-        # shifted released its inputs one op early or never (face_detection_short_range: 22 ops).
+        lowering = _Lowering(self)
         self.pool = _BufferPool(self) if not self.keep_intermediates else None
         lowering.lower()
 
@@ -169,9 +166,9 @@ class Executor:
             if kind == "BOOL":
                 value = value != 0
             elif kind in ("INT32", "INT64"):
-                value = np.rint(value).astype(_NUMPY[kind])
+                value = np.rint(value).astype(NUMPY[kind])
             if q is not None:
-                int_type = _INT_TYPES[str(self.sg.tensors[t].type)]
+                int_type = INT_TYPES[str(self.sg.tensors[t].type)]
                 info = np.iinfo(int_type)
                 value = np.clip(np.round(value / q.scale[0]) + q.zero_point[0], info.min, info.max)
                 value = value.astype(int_type)
@@ -259,65 +256,6 @@ class _BufferPool:
                 continue
             if self.ex.model.tensor_data(self.ex.sg.tensors[t]) is None:  # constants stay
                 self.free.append((layout.size(self.ex.sg.tensors[t].shape), self.ex.buffers[t]))
-
-
-_INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
-
-
-def _prepare(model: Model) -> Model:
-    """Constants folded and int8 turned into float, so that every kernel sees float tensors."""
-    m = clone(model)
-    passes = registry()
-    for name in PREPARE:
-        try:
-            passes[name].run(m, PassOptions())
-        except (IndexError, KeyError, ValueError, TypeError) as e:
-            raise ExecutorError(f"cannot prepare the model for the executor ({name}: {e})") from None
-    if not m.subgraphs:
-        raise ExecutorError("the model has no subgraphs")
-    _fold_shape_math(m)
-    return m
-
-
-def _fold_shape_math(model: Model) -> None:
-    """SHAPE of a static tensor, and the data-moving ops on its result (STRIDED_SLICE, PACK,
-    CONCATENATION, ...), become constants: the converter's dynamic-batch RESHAPE then reads a
-    constant shape. The delegate runs such int32 chains on the CPU; here they cost nothing."""
-    from gpulint.passes.edit import prune, set_const
-
-    sg = model.subgraphs[0]
-    folded = True
-    while folded:
-        folded = False
-        for oi, op in enumerate(sg.operators):
-            name = model.op_name(op)
-            values = [model.tensor_data(sg.tensors[t]) if t >= 0 else None for t in op.inputs]
-            if name == "SHAPE" and op.inputs:  # the executor runs every tensor at its static shape
-                result = [np.array(sg.tensors[op.inputs[0]].shape, np.int32)]
-            elif name in movement.MOVEMENT_OPS and op.inputs and all(v is not None for v in values):
-                opts = op.builtin_options.values if op.builtin_options is not None else {}
-                data = [None if i in movement.PARAMS.get(name, ()) else v for i, v in enumerate(values)]
-                try:
-                    result = movement.apply(name, data, values, opts, [sg.tensors[t].shape for t in op.outputs])
-                except (movement.Unsupported, ValueError, IndexError):
-                    continue
-            else:
-                continue
-            if any(t in sg.outputs for t in op.outputs):
-                continue
-            for t, r in zip(op.outputs, result, strict=True):
-                dtype = _NUMPY.get(str(sg.tensors[t].type))
-                if dtype is None:
-                    break
-                set_const(model, sg, t, np.asarray(r).astype(dtype).reshape(sg.tensors[t].shape))
-            else:
-                del sg.operators[oi]
-                folded = True
-                break
-    prune(model)
-
-
-_NUMPY = {"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
 
 
 def _whole_slices(
@@ -430,6 +368,7 @@ class _Lowering:
     def __init__(self, ex: Executor) -> None:
         self.ex = ex
         self.model, self.sg = ex.model, ex.sg
+        self.view = GraphView(ex.model)
         self.missing: dict[str, str] = {}
         self.unlowered: list[tuple[list[str], str, str]] = []  # (output names, op, reason) per op
         self.forms: dict[int, int] = {}  # fused op -> the form of its step (see step_form)
@@ -441,24 +380,16 @@ class _Lowering:
         self.absorbed |= {pad for pad, _, _ in self.merged_pads.values()}
 
     def name(self, op: Operator) -> str:
-        return self.model.op_name(op)
+        return self.view.name(op)
 
     def shape(self, t: int) -> list[int]:
-        return self.sg.tensors[t].shape
+        return self.view.shape(t)
 
     def const(self, t: int) -> np.ndarray | None:
-        return None if t < 0 else self.model.tensor_data(self.sg.tensors[t])
+        return self.view.const(t)
 
     def float_const(self, t: int) -> np.ndarray | None:
-        """A constant as float: int8 weights of hybrid (dynamic-range) ops scaled as the delegate
-        dequantizes them once at init."""
-        if t < 0:
-            return None
-        tensor = self.sg.tensors[t]
-        if tensor.type in ("INT8", "UINT8", "INT16") and tensor.quantization is not None and tensor.quantization.scale:
-            return dequantize(self.model, tensor)
-        value = self.const(t)
-        return None if value is None else value.astype(np.float32)
+        return self.view.float_const(t)
 
     def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> None:
         name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
@@ -493,8 +424,7 @@ class _Lowering:
         graph output. A binary op qualifies when its other operand is a constant scalar or
         per-channel vector, or a runtime tensor of the output's shape that exists before the
         producer runs."""
-        self.hoist_operands()
-        readers, produced_by = self.links()
+        readers, produced_by = self.view.readers, self.view.producer
         plan: dict[int, list[int]] = {}
         for oi, op in enumerate(self.sg.operators):
             name = self.name(op)
@@ -520,23 +450,11 @@ class _Lowering:
                 plan[oi] = chain
         return plan
 
-    def links(self) -> tuple[dict[int, list[int]], dict[int, int]]:
-        """For the operators as they stand: the ops reading each tensor, and the op making it."""
-        readers: dict[int, list[int]] = {}
-        produced_by: dict[int, int] = {}
-        for oi, op in enumerate(self.sg.operators):
-            for t in op.inputs:
-                if t >= 0:
-                    readers.setdefault(t, []).append(oi)
-            for t in op.outputs:
-                produced_by[t] = oi
-        return readers, produced_by
-
     def plan_pad_merges(self) -> dict[int, tuple[int, int, int]]:
         """A zero PAD of H and W read only by a CONV_2D or DEPTHWISE_CONV_2D becomes padding
         of that conv, which then reads the PAD's input, as the delegate merges them
         (merge_padding_with.cc): no copy, no padded buffer."""
-        readers, produced_by = self.links()
+        readers, produced_by = self.view.readers, self.view.producer
         plan: dict[int, tuple[int, int, int]] = {}
         for oi, op in enumerate(self.sg.operators):
             if self.name(op) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
@@ -568,29 +486,6 @@ class _Lowering:
             x = self.sg.operators[pad_op].inputs[0]
             pad = _i2(int(pad["x"]) + left, int(pad["y"]) + top)
         return x, pad
-
-    def hoist_operands(self) -> None:
-        """Move the producer of a binary op's runtime operand (the channel PAD of a residual
-        branch, say) ahead of the conv that feeds the op's other input, when it reads only
-        tensors that exist by then: the op can then be fused into the conv. The order stays
-        topological; only the prepared copy of the model changes."""
-        ops = self.sg.operators
-        produced_by = self.links()[1]
-        for ri in range(len(ops)):
-            step = ops[ri]
-            if self.name(step) not in BINARY or len(step.inputs) != 2:
-                continue
-            for a, u in (step.inputs, step.inputs[::-1]):
-                p, q = produced_by.get(a), produced_by.get(u)
-                if p is None or q is None or not p < q < ri:
-                    continue
-                if self.name(ops[p]) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-                    continue
-                if any(produced_by.get(t, -1) >= p for t in ops[q].inputs if t >= 0):
-                    continue
-                ops.insert(p, ops.pop(q))
-                produced_by = self.links()[1]
-                break
 
     def step_form(self, step: Operator, t: int, producer: int, produced_by: dict[int, int]) -> int | None:
         """How `step`, reading `t`, fits an epilogue (the `form` of kernels' EPILOGUE_ARGS)."""
@@ -679,18 +574,6 @@ class _Lowering:
         for oi, (pi, _, _) in self.merged_pads.items():
             if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
                 self.ex.pool.reads_later(self.sg.operators[pi].inputs[0], oi)
-        for t in self.sg.inputs:  # int8 interface inputs read only by a DEQUANTIZE: dequantized on the host
-            readers = [op for op in self.sg.operators if t in op.inputs]
-            if (
-                self.sg.tensors[t].type in _INT_TYPES
-                and readers
-                and all(self.name(op) == "DEQUANTIZE" for op in readers)
-            ):
-                self.ex.edges_in[t] = (readers[0].outputs[0], self.sg.tensors[t].quantization)
-        for t in self.sg.outputs:
-            op = next((o for o in self.sg.operators if t in o.outputs), None)
-            if self.sg.tensors[t].type in _INT_TYPES and op is not None and self.name(op) == "QUANTIZE":
-                self.ex.edges_out[t] = (op.inputs[0], self.sg.tensors[t].quantization)
         for t in self.sg.inputs:
             self.input_launch(self.ex.edges_in.get(t, (t, None))[0])
         for oi, op in enumerate(self.sg.operators):
