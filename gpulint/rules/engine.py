@@ -157,7 +157,7 @@ class Linter:
         return out
 
     def _found(self, code: str, hit: Hit, si: int | None) -> Finding:
-        f = self.finding(code, hit.values, si, hit.index, hit.op, hit.tensors)
+        f = self.finding(code, hit.values, si, hit.op_index, hit.op, hit.tensors)
         if not hit.fix:
             f.fix = None
         return f

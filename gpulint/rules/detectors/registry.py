@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from gpulint.model.ir import Model
 from gpulint.rules import numerics
@@ -46,12 +46,11 @@ class TargetFacts(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):  # a NamedTuple, not a dataclass: cheaper to import, and a check pays each import
     """One finding of a detector's rule: the values its message template names."""
 
     values: dict[str, Any]
-    index: int | None = None  # the op it is about
+    op_index: int | None = None  # the op it is about
     op: str | None = None
     tensors: list[str] | None = None  # the tensors it names (default: values["tensor"])
     fix: bool = True  # False where the rule's fix pass would not apply, so none is offered
@@ -137,8 +136,7 @@ Find = Callable[[Any, Any], Iterator[Hit]]
 F = TypeVar("F", bound=Find)
 
 
-@dataclass(frozen=True)
-class Detector:
+class Detector(NamedTuple):
     code: str
     scope: str
     find: Find
