@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from gpulint.executor import layout, movement, program
+from gpulint.executor import fusion, layout, movement, program
 from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
+from gpulint.executor.fusion import Epilogue, FusionPlan
 from gpulint.executor.graph import GraphView
-from gpulint.executor.opcodes import ACTIVATION, BINARY, CAST, FORM, REDUCE, UNARY, unary_code
+from gpulint.executor.opcodes import BINARY, CAST, REDUCE, UNARY, unary_code
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator
@@ -333,26 +334,6 @@ def _pads(
     )
 
 
-NO_STEP = (0, FORM["NONE"], 0, ACTIVATION["NONE"])  # (op, form, swap, act) of an unused step
-
-
-@dataclass
-class Epilogue:
-    """The fused steps of a `_fused` conv kernel: each step's code (op, form, swap, act; see
-    elementwise.cl), compiled into the kernel's program, and the steps' EPILOGUE_ARGS."""
-
-    codes: list[tuple[int, int, int, int]]
-    args: list[Any]
-
-    def defines(self, act: int) -> str:
-        """The program's ACT (the conv's own activation), E1 and E2, unused steps as NO_STEP."""
-        e1, e2 = [*self.codes, NO_STEP, NO_STEP][:2]
-        return f"#define ACT {act}\n#define E1 (int4){e1}\n#define E2 (int4){e2}\n"
-
-
-TRANSPOSED = ("TRANSPOSE_CONV", "Convolution2DTransposeBias")
-
-
 def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
     """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
     fill its vector registers: fewer slices on narrow outputs, which would waste lanes; 8 slices
@@ -371,13 +352,7 @@ class _Lowering:
         self.view = GraphView(ex.model)
         self.missing: dict[str, str] = {}
         self.unlowered: list[tuple[list[str], str, str]] = []  # (output names, op, reason) per op
-        self.forms: dict[int, int] = {}  # fused op -> the form of its step (see step_form)
-        # producer op -> the elementwise ops fused into its kernel, in order (see plan_fusion)
-        self.fused: dict[int, list[int]] = {} if ex.keep_intermediates else self.plan_fusion()
-        # conv op -> (the PAD op it absorbs, extra top and left padding); see plan_pad_merges
-        self.merged_pads: dict[int, tuple[int, int, int]] = {} if ex.keep_intermediates else self.plan_pad_merges()
-        self.absorbed = {oi for chain in self.fused.values() for oi in chain}
-        self.absorbed |= {pad for pad, _, _ in self.merged_pads.values()}
+        self.plan = fusion.plan(self.view) if not ex.keep_intermediates else FusionPlan()
 
     def name(self, op: Operator) -> str:
         return self.view.name(op)
@@ -392,7 +367,7 @@ class _Lowering:
         return self.view.float_const(t)
 
     def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> None:
-        name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.fused.get(oi, [])])  # CONV_2D+ADD
+        name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.plan.chains.get(oi, [])])  # CONV_2D+ADD
         self.ex.launches.append(self.bind(oi, name, kernel, args, size, defines))
 
     def bind(
@@ -416,63 +391,6 @@ class _Lowering:
         b, h, w, c = layout.bhwc(shape)
         return (-(-w // columns), h, b * layout.slices(c))
 
-    def plan_fusion(self) -> dict[int, list[int]]:
-        """Elementwise ops that can run in the epilogue of the CONV_2D, DEPTHWISE_CONV_2D
-        (multiplier 1) or transposed conv producing their input, as the delegate's OpenCL
-        backend links them:
-        up to two in a chain, each the only reader of the tensor before it, which is not a
-        graph output. A binary op qualifies when its other operand is a constant scalar or
-        per-channel vector, or a runtime tensor of the output's shape that exists before the
-        producer runs."""
-        readers, produced_by = self.view.readers, self.view.producer
-        plan: dict[int, list[int]] = {}
-        for oi, op in enumerate(self.sg.operators):
-            name = self.name(op)
-            if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
-                continue
-            depthwise = name == "DEPTHWISE_CONV_2D" or (name == "CONV_2D" and self.depthwise_conv(op))
-            if depthwise and self.shape(op.inputs[0])[-1:] != self.shape(op.outputs[0])[-1:]:
-                continue  # a depthwise multiplier's kernel has no epilogue
-            chain: list[int] = []
-            t = op.outputs[0]
-            while len(chain) < 2 and t not in self.sg.outputs and len(readers.get(t, [])) == 1:
-                ri = readers[t][0]
-                step = self.sg.operators[ri]
-                if step.inputs.count(t) != 1 or len(step.outputs) != 1 or self.shape(step.outputs[0]) != self.shape(t):
-                    break
-                form = self.step_form(step, t, oi, produced_by)
-                if form is None:
-                    break
-                self.forms[ri] = form
-                chain.append(ri)
-                t = step.outputs[0]
-            if chain:
-                plan[oi] = chain
-        return plan
-
-    def plan_pad_merges(self) -> dict[int, tuple[int, int, int]]:
-        """A zero PAD of H and W read only by a CONV_2D or DEPTHWISE_CONV_2D becomes padding
-        of that conv, which then reads the PAD's input, as the delegate merges them
-        (merge_padding_with.cc): no copy, no padded buffer."""
-        readers, produced_by = self.view.readers, self.view.producer
-        plan: dict[int, tuple[int, int, int]] = {}
-        for oi, op in enumerate(self.sg.operators):
-            if self.name(op) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-                continue
-            x = op.inputs[0]
-            pi = produced_by.get(x)
-            if pi is None or x in self.sg.outputs or readers.get(x) != [oi]:
-                continue
-            pad_op = self.sg.operators[pi]
-            pads = self.const(pad_op.inputs[1]) if len(pad_op.inputs) > 1 else None
-            fill = self.float_const(pad_op.inputs[2]) if len(pad_op.inputs) > 2 else None
-            if self.name(pad_op) not in ("PAD", "PADV2") or pads is None or np.shape(pads) != (4, 2):
-                continue
-            if pads[0].any() or pads[3].any() or (pads < 0).any() or (fill is not None and fill.any()):
-                continue
-            plan[oi] = (pi, int(pads[1][0]), int(pads[2][0]))
-        return plan
-
     def window_input(
         self, oi: int, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int], padding: str
     ) -> tuple[int, Any]:
@@ -481,63 +399,27 @@ class _Lowering:
         op = self.sg.operators[oi]
         x = op.inputs[0]
         pad = _pads(self.shape(x), self.shape(op.outputs[0]), kernel, stride, dilation, padding)
-        if oi in self.merged_pads:
-            pad_op, top, left = self.merged_pads[oi]
+        if oi in self.plan.pad_merges:
+            pad_op, top, left = self.plan.pad_merges[oi]
             x = self.sg.operators[pad_op].inputs[0]
             pad = _i2(int(pad["x"]) + left, int(pad["y"]) + top)
         return x, pad
-
-    def step_form(self, step: Operator, t: int, producer: int, produced_by: dict[int, int]) -> int | None:
-        """How `step`, reading `t`, fits an epilogue (the `form` of kernels' EPILOGUE_ARGS)."""
-        name = self.name(step)
-        if name in UNARY and len(step.inputs) == 1:
-            return FORM["UNARY"]
-        if name not in BINARY or len(step.inputs) != 2:
-            return None
-        other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
-        value = self.float_const(other)
-        if value is not None:
-            if value.size == 1:
-                return FORM["SCALAR"]
-            channels = self.shape(t)[-1] if self.shape(t) else 1
-            return FORM["CHANNEL"] if value.size == channels and value.shape[-1:] == (channels,) else None
-        ready = other in self.sg.inputs or produced_by.get(other, len(self.sg.operators)) < producer
-        if not ready:
-            return None
-        if self.shape(other) == self.shape(t):
-            return FORM["TENSOR"]
-        # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
-        per_channel = layout.bhwc(self.shape(other)) == (1, 1, 1, layout.bhwc(self.shape(t))[3])
-        return FORM["CHANNEL"] if per_channel and layout.bhwc(self.shape(t))[0] == 1 else None
 
     def epilogue(self, oi: int) -> tuple[int, Epilogue | None]:
         """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps its
         `_fused` kernel runs (`steps`); an unused step points at a placeholder buffer it never
         reads."""
-        op = self.sg.operators[oi]
-        t, codes, args = op.outputs[0], [], []
-        for ri in self.fused.get(oi, []):
-            step = self.sg.operators[ri]
-            name = self.name(step)
-            form = self.forms[ri]
-            opts = step.builtin_options.values if step.builtin_options is not None else {}
-            if form == FORM["UNARY"]:
-                codes.append((unary_code(name, opts), form, 0, 0))
-                args += [np.float32(opts.get("alpha", 0.0)), self.placeholder()]
+        out, steps = fusion.fused_steps(self.view, self.plan, oi)
+        args: list[Any] = []
+        for step in steps:
+            if step.operand is None:
+                operand = self.placeholder()
+            elif isinstance(step.operand, int):
+                operand = self.ex.buffer(step.operand)
             else:
-                other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
-                act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
-                value = self.float_const(other)
-                if value is None:  # a runtime tensor: in the output's layout, or per channel
-                    operand = self.ex.buffer(other)
-                else:
-                    padded = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
-                    padded[: value.size] = value.ravel()
-                    operand = self.ex.upload(padded, writable=False)
-                codes.append((BINARY[name], form, int(step.inputs[0] != t), act))
-                args += [np.float32(0.0), operand]
-            t = step.outputs[0]
-        return t, self.steps(codes, args)
+                operand = self.ex.upload(step.operand, writable=False)
+            args += [np.float32(step.param), operand]
+        return out, self.steps([step.code for step in steps], args)
 
     def steps(self, codes: list[tuple[int, int, int, int]], args: list[Any], plain: bool = True) -> Epilogue | None:
         """A `_fused` kernel's steps, unused ones padded. On a CPU device every conv runs its
@@ -571,18 +453,19 @@ class _Lowering:
         return self._placeholder
 
     def lower(self) -> None:
-        for oi, (pi, _, _) in self.merged_pads.items():
+        for oi, (pi, _, _) in self.plan.pad_merges.items():
             if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
                 self.ex.pool.reads_later(self.sg.operators[pi].inputs[0], oi)
         for t in self.sg.inputs:
             self.input_launch(self.ex.edges_in.get(t, (t, None))[0])
+        absorbed = self.plan.absorbed
         for oi, op in enumerate(self.sg.operators):
             name = self.name(op)
             if name == "DEQUANTIZE" and op.inputs[0] in self.ex.edges_in:
                 continue
             if name == "QUANTIZE" and op.outputs and op.outputs[0] in self.ex.edges_out:
                 continue
-            if oi in self.absorbed:  # runs inside its producer's kernel
+            if oi in absorbed:  # runs inside its producer's kernel
                 if self.ex.pool is not None:
                     self.ex.pool.release_after(oi)
                 continue
@@ -652,12 +535,6 @@ class _Lowering:
         if value is not None:
             b[:channels] = value.ravel()
         return b
-
-    def depthwise_conv(self, op: Operator) -> bool:
-        """A CONV_2D with one input channel per group (groups = input channels, a [O, kh, kw, 1]
-        filter, as YOLO11 exports its positional conv)."""
-        w_shape, c = self.shape(op.inputs[1]), (self.shape(op.inputs[0]) or [1])[-1]
-        return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
 
     def conv2d(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         c = (self.shape(op.inputs[0]) or [1])[-1]

@@ -1,0 +1,180 @@
+"""What runs inside another op's kernel, decided before any buffer exists (pure: a FusionPlan).
+
+- Epilogues: up to two elementwise ops after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1) or
+  transposed conv run in that kernel's epilogue, as the delegate's OpenCL backend links them
+  (GPUOperation::AddOperation).
+- PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
+  delegate merges them (merge_padding_with.cc): no copy, no padded buffer.
+
+Both decide kernel arguments, not the graph: the prepared model keeps its ops, and lowering
+skips the absorbed ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpulint.executor import layout
+from gpulint.executor.graph import GraphView
+from gpulint.executor.opcodes import ACTIVATION, BINARY, FORM, UNARY, unary_code
+from gpulint.model import schema
+from gpulint.model.ir import Operator
+
+TRANSPOSED = ("TRANSPOSE_CONV", "Convolution2DTransposeBias")
+NO_STEP = (0, FORM["NONE"], 0, ACTIVATION["NONE"])  # (op, form, swap, act) of an unused step
+
+
+@dataclass
+class FusionPlan:
+    chains: dict[int, list[int]] = field(default_factory=dict)  # producer op -> the ops fused into it, in order
+    forms: dict[int, int] = field(default_factory=dict)  # fused op -> the FORM of its step
+    pad_merges: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # conv -> (PAD op, top, left)
+
+    @property
+    def absorbed(self) -> set[int]:
+        """The ops that run inside another op's kernel."""
+        return {oi for chain in self.chains.values() for oi in chain} | {pad for pad, _, _ in self.pad_merges.values()}
+
+
+@dataclass(frozen=True)
+class FusedStep:
+    """One fused op as its producer's kernel runs it: `code` (op, form, swap, act; see
+    elementwise.cl), a unary op's parameter, and a binary op's operand: a runtime tensor, or
+    a constant as floats padded to whole slices."""
+
+    code: tuple[int, int, int, int]
+    param: float
+    operand: int | np.ndarray | None
+
+
+@dataclass
+class Epilogue:
+    """The fused steps of a `_fused` conv kernel: each step's code, compiled into the kernel's
+    program, and the steps' EPILOGUE_ARGS."""
+
+    codes: list[tuple[int, int, int, int]]
+    args: list[Any]
+
+    def defines(self, act: int) -> str:
+        """The program's ACT (the conv's own activation), E1 and E2, unused steps as NO_STEP."""
+        e1, e2 = [*self.codes, NO_STEP, NO_STEP][:2]
+        return f"#define ACT {act}\n#define E1 (int4){e1}\n#define E2 (int4){e2}\n"
+
+
+def plan(view: GraphView) -> FusionPlan:
+    chains, forms = plan_epilogues(view)
+    return FusionPlan(chains, forms, plan_pad_merges(view))
+
+
+def depthwise_conv(view: GraphView, op: Operator) -> bool:
+    """A CONV_2D with one input channel per group (groups = input channels, a [O, kh, kw, 1]
+    filter, as YOLO11 exports its positional conv)."""
+    w_shape, c = view.shape(op.inputs[1]), (view.shape(op.inputs[0]) or [1])[-1]
+    return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
+
+
+def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Elementwise ops that can run in the epilogue of the CONV_2D, DEPTHWISE_CONV_2D
+    (multiplier 1) or transposed conv producing their input: up to two in a chain, each the
+    only reader of the tensor before it, which is not a graph output. A binary op qualifies
+    when its other operand is a constant scalar or per-channel vector, or a runtime tensor of
+    the output's shape that exists before the producer runs."""
+    sg, readers = view.sg, view.readers
+    chains: dict[int, list[int]] = {}
+    forms: dict[int, int] = {}
+    for oi, op in enumerate(sg.operators):
+        name = view.name(op)
+        if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
+            continue
+        depthwise = name == "DEPTHWISE_CONV_2D" or (name == "CONV_2D" and depthwise_conv(view, op))
+        if depthwise and view.shape(op.inputs[0])[-1:] != view.shape(op.outputs[0])[-1:]:
+            continue  # a depthwise multiplier's kernel has no epilogue
+        chain: list[int] = []
+        t = op.outputs[0]
+        while len(chain) < 2 and t not in sg.outputs and len(readers.get(t, [])) == 1:
+            ri = readers[t][0]
+            step = sg.operators[ri]
+            if step.inputs.count(t) != 1 or len(step.outputs) != 1 or view.shape(step.outputs[0]) != view.shape(t):
+                break
+            form = step_form(view, step, t, oi)
+            if form is None:
+                break
+            forms[ri] = form
+            chain.append(ri)
+            t = step.outputs[0]
+        if chain:
+            chains[oi] = chain
+    return chains, forms
+
+
+def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | None:
+    """How `step`, reading `t`, fits an epilogue (a FORM), or None when it does not."""
+    name = view.name(step)
+    if name in UNARY and len(step.inputs) == 1:
+        return FORM["UNARY"]
+    if name not in BINARY or len(step.inputs) != 2:
+        return None
+    other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
+    value = view.float_const(other)
+    if value is not None:
+        if value.size == 1:
+            return FORM["SCALAR"]
+        channels = view.shape(t)[-1] if view.shape(t) else 1
+        return FORM["CHANNEL"] if value.size == channels and value.shape[-1:] == (channels,) else None
+    ready = other in view.sg.inputs or view.producer.get(other, len(view.sg.operators)) < producer
+    if not ready:
+        return None
+    if view.shape(other) == view.shape(t):
+        return FORM["TENSOR"]
+    # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
+    per_channel = layout.bhwc(view.shape(other)) == (1, 1, 1, layout.bhwc(view.shape(t))[3])
+    return FORM["CHANNEL"] if per_channel and layout.bhwc(view.shape(t))[0] == 1 else None
+
+
+def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[FusedStep]]:
+    """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps it runs."""
+    t, steps = view.sg.operators[oi].outputs[0], []
+    for ri in plan.chains.get(oi, []):
+        step = view.sg.operators[ri]
+        name = view.name(step)
+        form = plan.forms[ri]
+        opts = step.builtin_options.values if step.builtin_options is not None else {}
+        if form == FORM["UNARY"]:
+            steps.append(FusedStep((unary_code(name, opts), form, 0, 0), opts.get("alpha", 0.0), None))
+        else:
+            other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
+            act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
+            value = view.float_const(other)
+            operand: int | np.ndarray = other  # a runtime tensor: in the output's layout, or per channel
+            if value is not None:
+                operand = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
+                operand[: value.size] = value.ravel()
+            steps.append(FusedStep((BINARY[name], form, int(step.inputs[0] != t), act), 0.0, operand))
+        t = step.outputs[0]
+    return t, steps
+
+
+def plan_pad_merges(view: GraphView) -> dict[int, tuple[int, int, int]]:
+    """A zero PAD of H and W read only by a CONV_2D or DEPTHWISE_CONV_2D: conv -> (the PAD,
+    its top and left padding). The conv then reads the PAD's input (see context.window_input)."""
+    sg = view.sg
+    merges: dict[int, tuple[int, int, int]] = {}
+    for oi, op in enumerate(sg.operators):
+        if view.name(op) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            continue
+        x = op.inputs[0]
+        pi = view.producer.get(x)
+        if pi is None or x in sg.outputs or view.readers.get(x) != [oi]:
+            continue
+        pad_op = sg.operators[pi]
+        pads = view.const(pad_op.inputs[1]) if len(pad_op.inputs) > 1 else None
+        fill = view.float_const(pad_op.inputs[2]) if len(pad_op.inputs) > 2 else None
+        if view.name(pad_op) not in ("PAD", "PADV2") or pads is None or np.shape(pads) != (4, 2):
+            continue
+        if pads[0].any() or pads[3].any() or (pads < 0).any() or (fill is not None and fill.any()):
+            continue
+        merges[oi] = (pi, int(pads[1][0]), int(pads[2][0]))
+    return merges
