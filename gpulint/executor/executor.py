@@ -16,33 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from gpulint.executor import fusion, layout, movement, program
+from gpulint.executor import fusion, launch, layout, movement, program
+from gpulint.executor.buffers import BufferPool, Buffers
 from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
 from gpulint.executor.fusion import Epilogue, FusionPlan
 from gpulint.executor.graph import GraphView
+from gpulint.executor.launch import Launch, Timing, float2, int2, int4
 from gpulint.executor.opcodes import BINARY, CAST, REDUCE, UNARY, unary_code
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator
-
-
-@dataclass
-class Launch:
-    op_index: int
-    op: str
-    kernel: str
-    args: list[Any]
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None = None  # None: the driver picks
-    bound: Any = None  # a cl.Kernel of its own with the arguments set, so a run only enqueues
-
-
-@dataclass
-class Timing:
-    op_index: int
-    op: str
-    seconds: float
 
 
 @dataclass
@@ -64,60 +48,19 @@ class Executor:
         prepared = prepare(self.source, fusing=not self.keep_intermediates)
         self.model = prepared.model
         self.sg = self.model.subgraphs[0]
-        self.buffers: dict[int, Any] = {}
-        self.pool: _BufferPool | None = None
         self.edges_in = prepared.edges_in  # graph input -> (float tensor, quantization)
         self.edges_out = prepared.edges_out
+        view = GraphView(self.model)
+        plan = fusion.plan(view) if not self.keep_intermediates else FusionPlan()
+        self.pool = None  # buffers reused by lifetime; with keep_intermediates one per tensor
+        if not self.keep_intermediates:
+            self.pool = BufferPool(view, prepared.host_side)
+            for oi, (pad, _, _) in plan.pad_merges.items():  # the PAD's input is now read by the conv, later
+                self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)
+        self.buffers = Buffers(self.device, self.dtype, view, self.pool)
         self.raw_inputs: dict[int, Any] = {}  # graph input -> its buffer as given (float, BHWC)
         self.input_launches: list[Launch] = []  # raw input -> slices, before `launches`
-        lowering = _Lowering(self)
-        self.pool = _BufferPool(self) if not self.keep_intermediates else None
-        lowering.lower()
-
-    # -- buffers ----------------------------------------------------------------------------
-
-    def upload(self, host: np.ndarray, writable: bool = True) -> Any:
-        import pyopencl as cl
-
-        data = np.ascontiguousarray(host, dtype=self.dtype)
-        assert self.device is not None
-        access = cl.mem_flags.READ_WRITE if writable else cl.mem_flags.READ_ONLY
-        try:
-            return cl.Buffer(
-                self.device.context,
-                access | cl.mem_flags.COPY_HOST_PTR,
-                hostbuf=data if data.size else np.zeros(1, self.dtype),
-            )
-        except Exception as e:
-            raise DeviceError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
-
-    def raw_buffer(self, nbytes: int) -> Any:
-        """An uninitialized device buffer the host writes (a graph input as given)."""
-        import pyopencl as cl
-
-        assert self.device is not None
-        try:
-            return cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY, size=max(4, nbytes))
-        except Exception as e:
-            raise DeviceError(f"{self.device.describe()}: cannot allocate {nbytes} bytes: {e}") from None
-
-    def buffer(self, t: int) -> Any:
-        """The device buffer of tensor `t`: a constant's data, or zeroed so padding lanes start at
-        0, or a buffer a tensor no longer needed left behind (see _BufferPool)."""
-        if t not in self.buffers:
-            shape = self.sg.tensors[t].shape
-            value = self.model.tensor_data(self.sg.tensors[t])
-            reused = self.pool.take(t) if self.pool is not None and value is None else None
-            if reused is not None:
-                self.buffers[t] = reused
-            elif value is not None:
-                self.buffers[t] = self.upload(layout.to_slices(value, shape), writable=False)
-            else:
-                self.buffers[t] = self.upload(np.zeros(layout.size(shape)))
-        return self.buffers[t]
-
-    def scratch(self, shape: list[int]) -> Any:
-        return self.upload(np.zeros(layout.size(shape)))
+        _Lowering(self, view, plan).lower()
 
     # -- running ------------------------------------------------------------------------------
 
@@ -148,20 +91,13 @@ class Executor:
             if value.size != int(np.prod(shape)):
                 raise ExecutorError(f"input {self.sg.tensors[t].name} has {value.size} values, not shape {shape}")
             cl.enqueue_copy(queue, self.raw_inputs[target], np.ascontiguousarray(value, np.float32))
-        events = []
-        for ln in self.input_launches + self.launches:
-            try:
-                events.append(cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, ln.local_size))
-            except cl.Error as e:
-                where = f"op {ln.op_index} {ln.op}" if ln.op_index >= 0 else ln.op  # -1: an input's conversion
-                where += f" (kernel {ln.kernel})"
-                raise ExecutorError(f"{self.device.describe()}: {where} failed to launch: {e}") from None
+        events = launch.enqueue(self.device, self.input_launches + self.launches)
         outputs = []
         for t in self.sg.outputs:
             source, q = self.edges_out.get(t, (t, None))
             shape = self.sg.tensors[source].shape
             host = np.empty(layout.size(shape), self.dtype)
-            cl.enqueue_copy(queue, host, self.buffer(source))
+            cl.enqueue_copy(queue, host, self.buffers.tensor(source))
             value = layout.from_slices(host.astype(np.float32), shape)
             kind = str(self.sg.tensors[t].type)
             if kind == "BOOL":
@@ -176,10 +112,7 @@ class Executor:
             outputs.append(value)
         queue.finish()
         if profile:
-            self.timings = [
-                Timing(ln.op_index, ln.op, (e.profile.end - e.profile.start) * 1e-9)
-                for ln, e in zip(self.input_launches + self.launches, events, strict=True)
-            ]
+            self.timings = launch.timings(self.input_launches + self.launches, events)
         return outputs
 
     def intermediates(self) -> dict[str, np.ndarray]:
@@ -194,69 +127,13 @@ class Executor:
         for op in self.sg.operators:
             for t in op.outputs:
                 name = self.sg.tensors[t].name or f"tensor {t}"
-                if t not in self.buffers or name in out:
+                if t not in self.buffers.tensors or name in out:
                     continue
                 shape = self.sg.tensors[t].shape
                 host = np.empty(layout.size(shape), self.dtype)
-                cl.enqueue_copy(self.device.queue, host, self.buffers[t])
+                cl.enqueue_copy(self.device.queue, host, self.buffers.tensors[t])
                 out[name] = layout.from_slices(host.astype(np.float32), shape)
         return out
-
-
-class _BufferPool:
-    """Buffers planned by tensor lifetime: after the op that last reads a tensor is lowered, its
-    buffer may serve a tensor produced later. Only tensors without padding lanes (channels a
-    multiple of 4) take part, because kernels rely on padding lanes being zero; graph inputs and
-    outputs, and outputs of data-movement ops, never do."""
-
-    def __init__(self, ex: Executor) -> None:
-        self.ex = ex
-        sg = ex.sg
-        self.last_use: dict[int, int] = {}
-        for i, op in enumerate(sg.operators):
-            for t in op.inputs:
-                if t >= 0:
-                    self.last_use[t] = i
-        self.pinned = set(sg.inputs) | set(sg.outputs)
-        # Data-movement copies leave the cells they do not copy (PAD's border) as they were: their
-        # outputs need buffers that start at zero.
-        for op in sg.operators:
-            if ex.model.op_name(op) in movement.MOVEMENT_OPS:
-                self.pinned.update(op.outputs)
-        self.extra_reads: dict[int, list[int]] = {}  # op -> tensors it reads besides its inputs
-        self.free: list[tuple[int, Any]] = []  # (size in elements, buffer)
-        self.allocated = 0  # elements in buffers made for runtime tensors
-        self.requested = 0  # elements those tensors would need with one buffer each
-
-    def poolable(self, t: int) -> bool:
-        shape = self.ex.sg.tensors[t].shape
-        host_side = {s for s, _ in self.ex.edges_out.values()} | {s for s, _ in self.ex.edges_in.values()}
-        return t not in self.pinned and t not in host_side and (not shape or shape[-1] % 4 == 0)
-
-    def take(self, t: int) -> Any:
-        size = layout.size(self.ex.sg.tensors[t].shape)
-        self.requested += size
-        if not self.poolable(t):
-            self.allocated += size
-            return None
-        fits = [i for i, (n, _) in enumerate(self.free) if n >= size]
-        if not fits:
-            self.allocated += size
-            return None
-        best = min(fits, key=lambda i: self.free[i][0])
-        return self.free.pop(best)[1]
-
-    def reads_later(self, t: int, oi: int) -> None:
-        """Op `oi` reads `t` too, though `t` is not among its inputs (a merged PAD's input)."""
-        self.last_use[t] = max(self.last_use.get(t, oi), oi)
-        self.extra_reads.setdefault(oi, []).append(t)
-
-    def release_after(self, oi: int) -> None:
-        for t in set(self.ex.sg.operators[oi].inputs) | set(self.extra_reads.get(oi, [])):
-            if t < 0 or self.last_use.get(t) != oi or t not in self.ex.buffers or not self.poolable(t):
-                continue
-            if self.ex.model.tensor_data(self.ex.sg.tensors[t]) is None:  # constants stay
-                self.free.append((layout.size(self.ex.sg.tensors[t].shape), self.ex.buffers[t]))
 
 
 def _whole_slices(
@@ -290,18 +167,6 @@ def _whole_slices(
     return touched, slices
 
 
-def _i2(a: int, b: int) -> Any:
-    from pyopencl import cltypes
-
-    return cltypes.make_int2(a, b)  # type: ignore[attr-defined]  # generated at import
-
-
-def _i4(v: np.ndarray | list[int]) -> Any:
-    from pyopencl import cltypes
-
-    return cltypes.make_int4(*[int(x) for x in v])  # type: ignore[attr-defined]
-
-
 def _matmul_shape(s: list[int]) -> list[int]:
     """[B0, B1, M, K] as BHWC: rank 3 [B, M, K] is stored as (B, 1, M, K), rank 2 needs a copy."""
     if len(s) == 4:
@@ -328,7 +193,7 @@ def _pads(
 ) -> Any:
     """The (x, y) leading padding of a windowed op on NHWC shapes, as an int2 argument.
     `kernel`, `stride` and `dilation` are (h, w), as TFLite's options give them."""
-    return _i2(
+    return int2(
         _same_pad(xs[2], ys[2], kernel[1], stride[1], dilation[1], padding),
         _same_pad(xs[1], ys[1], kernel[0], stride[0], dilation[0], padding),
     )
@@ -346,13 +211,14 @@ def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]
 
 
 class _Lowering:
-    def __init__(self, ex: Executor) -> None:
+    def __init__(self, ex: Executor, view: GraphView, plan: FusionPlan) -> None:
         self.ex = ex
         self.model, self.sg = ex.model, ex.sg
-        self.view = GraphView(ex.model)
+        self.view, self.plan, self.buffers = view, plan, ex.buffers
+        assert ex.device is not None
+        self.device, self.half = ex.device, ex.precision == "fp16"
         self.missing: dict[str, str] = {}
         self.unlowered: list[tuple[list[str], str, str]] = []  # (output names, op, reason) per op
-        self.plan = fusion.plan(self.view) if not ex.keep_intermediates else FusionPlan()
 
     def name(self, op: Operator) -> str:
         return self.view.name(op)
@@ -368,28 +234,7 @@ class _Lowering:
 
     def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> None:
         name = "+".join(self.name(self.sg.operators[i]) for i in [oi, *self.plan.chains.get(oi, [])])  # CONV_2D+ADD
-        self.ex.launches.append(self.bind(oi, name, kernel, args, size, defines))
-
-    def bind(
-        self, oi: int, name: str, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = ""
-    ) -> Launch:
-        """A launch with its arguments set. On a CPU device, work groups of one item: every
-        kernel already does a block of outputs per item, and PoCL compiles a kernel once per
-        work-group size, so letting it choose sizes by grid compiled each kernel several times:
-        pose_detection's cold start was 19-20 s against 9-10 s this way, for the same warm
-        latency (within 5% on every MediaPipe model). A GPU needs many items per group: its
-        driver chooses."""
-        device = self.ex.device
-        assert device is not None
-        bound = program.kernel(device, self.ex.precision == "fp16", kernel, defines)
-        bound.set_args(*args)
-        local = (1,) * len(size) if device.cpu else None
-        return Launch(oi, name, kernel, args, size, local, bound)
-
-    def grid(self, shape: list[int], columns: int = 1) -> tuple[int, int, int]:
-        """One work item per `columns` adjacent output columns of one slice."""
-        b, h, w, c = layout.bhwc(shape)
-        return (-(-w // columns), h, b * layout.slices(c))
+        self.ex.launches.append(launch.bind(self.device, self.half, oi, name, kernel, args, size, defines))
 
     def window_input(
         self, oi: int, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int], padding: str
@@ -402,7 +247,7 @@ class _Lowering:
         if oi in self.plan.pad_merges:
             pad_op, top, left = self.plan.pad_merges[oi]
             x = self.sg.operators[pad_op].inputs[0]
-            pad = _i2(int(pad["x"]) + left, int(pad["y"]) + top)
+            pad = int2(int(pad["x"]) + left, int(pad["y"]) + top)
         return x, pad
 
     def epilogue(self, oi: int) -> tuple[int, Epilogue | None]:
@@ -413,11 +258,11 @@ class _Lowering:
         args: list[Any] = []
         for step in steps:
             if step.operand is None:
-                operand = self.placeholder()
+                operand = self.buffers.placeholder()
             elif isinstance(step.operand, int):
-                operand = self.ex.buffer(step.operand)
+                operand = self.buffers.tensor(step.operand)
             else:
-                operand = self.ex.upload(step.operand, writable=False)
+                operand = self.buffers.upload(step.operand, writable=False)
             args += [np.float32(step.param), operand]
         return out, self.steps([step.code for step in steps], args)
 
@@ -426,11 +271,10 @@ class _Lowering:
         `_fused` kernel, with its activation compiled in: plain kernels, which take it as an
         argument, measured slower there (see conv.cl.j2). On a GPU, None when nothing is fused
         and the kernel has a `plain` form: a `_fused` one would add a pass over the output."""
-        assert self.ex.device is not None
-        if not codes and plain and program.epilogue_loop(self.ex.device):
+        if not codes and plain and program.epilogue_loop(self.device):
             return None
         while len(args) < 4:
-            args += [np.float32(0.0), self.placeholder()]
+            args += [np.float32(0.0), self.buffers.placeholder()]
         return Epilogue(codes, args)
 
     def input_launch(self, t: int) -> None:
@@ -440,22 +284,15 @@ class _Lowering:
         launch is op -1 in the timings."""
         shape = self.shape(t)
         try:
-            raw = self.ex.raw_inputs[t] = self.ex.raw_buffer(4 * int(np.prod(shape)))
-            args = [raw, self.ex.buffer(t), _i4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
+            raw = self.ex.raw_inputs[t] = self.buffers.raw(4 * int(np.prod(shape)))
+            args = [raw, self.buffers.tensor(t), int4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
         except DeviceError as e:
             raise DeviceError(f"input {self.sg.tensors[t].name}: {e}") from None
-        launch = self.bind(-1, "input to slices", "input_to_slices", args, self.grid(shape, 8))
-        self.ex.input_launches.append(launch)
-
-    def placeholder(self) -> Any:
-        if not hasattr(self, "_placeholder"):
-            self._placeholder = self.ex.upload(np.zeros(4), writable=False)
-        return self._placeholder
+        grid = launch.grid(shape, 8)
+        ln = launch.bind(self.device, self.half, -1, "input to slices", "input_to_slices", args, grid)
+        self.ex.input_launches.append(ln)
 
     def lower(self) -> None:
-        for oi, (pi, _, _) in self.plan.pad_merges.items():
-            if self.ex.pool is not None:  # the PAD's input is now read by the conv, later
-                self.ex.pool.reads_later(self.sg.operators[pi].inputs[0], oi)
         for t in self.sg.inputs:
             self.input_launch(self.ex.edges_in.get(t, (t, None))[0])
         absorbed = self.plan.absorbed
@@ -466,8 +303,7 @@ class _Lowering:
             if name == "QUANTIZE" and op.outputs and op.outputs[0] in self.ex.edges_out:
                 continue
             if oi in absorbed:  # runs inside its producer's kernel
-                if self.ex.pool is not None:
-                    self.ex.pool.release_after(oi)
+                self.buffers.release_after(oi)
                 continue
             try:
                 self.lower_op(oi, op, name)
@@ -476,8 +312,7 @@ class _Lowering:
             except (movement.Unsupported, ExecutorError) as e:
                 self.missing.setdefault(name, str(e))
                 self.unlowered.append(([self.sg.tensors[t].name or "" for t in op.outputs], name, str(e)))
-            if self.ex.pool is not None:
-                self.ex.pool.release_after(oi)
+            self.buffers.release_after(oi)
         if self.missing:
             items = "; ".join(f"{k} ({v})" if v != k else k for k, v in sorted(self.missing.items()))
             raise Unlowered(f"the executor cannot run: {items}", self.unlowered)
@@ -587,8 +422,8 @@ class _Lowering:
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
         out, epilogue = self.epilogue(oi)
         geometry = (kw, kh, sw, sh, dw, dh)
-        dst = self.ex.buffer(out)
-        self.conv_launch(oi, self.ex.buffer(x), w, bias, dst, (xs, ys), geometry, pad, act, epilogue, group_slices)
+        dst = self.buffers.tensor(out)
+        self.conv_launch(oi, self.buffers.tensor(x), w, bias, dst, (xs, ys), geometry, pad, act, epilogue, group_slices)
 
     def conv_launch(
         self,
@@ -615,8 +450,7 @@ class _Lowering:
         so = layout.slices(c)
         pointwise = (kw, kh, sw, sh) == (1, 1, 1, 1) and tuple(pad.tolist()) == (0, 0)
         pointwise = pointwise and layout.bhwc(xs)[1:3] == (h, wd)
-        assert self.ex.device is not None
-        ob, px = conv_blocking(self.ex.device.cpu, so, h * wd)
+        ob, px = conv_blocking(self.device.cpu, so, h * wd)
         gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)  # ungrouped: one group, ob as blocked
         while group_slices and gs[1] % ob:  # an item's output slices stay in one conv group
             ob //= 2
@@ -626,17 +460,24 @@ class _Lowering:
         if isinstance(w, int):
             weights = self.runtime_weights(oi, w, ob)
         else:
-            weights = self.ex.upload(self.conv_weights(w, ob), writable=False)
-        head = [src, weights, self.ex.upload(padded, writable=False), dst, _i4(layout.dims4(xs)), _i4(layout.dims4(ys))]
+            weights = self.buffers.upload(self.conv_weights(w, ob), writable=False)
+        head = [
+            src,
+            weights,
+            self.buffers.upload(padded, writable=False),
+            dst,
+            int4(layout.dims4(xs)),
+            int4(layout.dims4(ys)),
+        ]
         epilogue = epilogue or self.steps([], [])
         tail, suffix = (epilogue.args, "_fused") if epilogue else ([], "")
         defines = epilogue.defines(act) if epilogue else ""
         if pointwise:
             grid = (-(-h * wd // px), b * groups)
-            args = [*head, np.int32(c), _i2(*gs), np.int32(act), *tail]
+            args = [*head, np.int32(c), int2(*gs), np.int32(act), *tail]
             self.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args, grid, defines)
             return
-        shape_args = [np.int32(c), _i2(*gs), _i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad, np.int32(act)]
+        shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act)]
         self.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, (-(-wd // 4), h, b * groups), defines)
 
     def runtime_weights(self, oi: int, t: int, ob: int) -> Any:
@@ -648,8 +489,8 @@ class _Lowering:
         order = self.conv_weights(np.arange(1, n + 1, dtype=np.float32).reshape(shape), ob)  # 0: padding
         dst_off = np.flatnonzero(order)
         src_off = layout.offsets(shape)[order[dst_off].astype(np.int64) - 1]
-        packed = self.ex.upload(np.zeros(order.size), writable=True)
-        self.copy_pairs(oi, self.ex.buffer(t), packed, dst_off, src_off)
+        packed = self.buffers.upload(np.zeros(order.size), writable=True)
+        self.copy_pairs(oi, self.buffers.tensor(t), packed, dst_off, src_off)
         return packed
 
     def fully_connected(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
@@ -660,17 +501,21 @@ class _Lowering:
             return
         o, i = w.shape
         rows = int(np.prod(self.shape(x))) // i
-        src = self.ex.buffer(x)
+        src = self.buffers.tensor(x)
         if self.shape(x) != [rows, i]:
             src = self.reshaped(oi, x, [rows, i])
         dst_shape = [rows, o]
-        dst = self.ex.buffer(y) if self.shape(y) == dst_shape else self.ex.scratch(dst_shape)
+        dst = self.buffers.tensor(y) if self.shape(y) == dst_shape else self.buffers.scratch(dst_shape)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, o)
         shapes = ([rows, i], dst_shape)
-        self.conv_launch(oi, src, w.reshape(o, 1, 1, i), bias, dst, shapes, (1, 1, 1, 1, 1, 1), _i2(0, 0), act)
+        self.conv_launch(oi, src, w.reshape(o, 1, 1, i), bias, dst, shapes, (1, 1, 1, 1, 1, 1), int2(0, 0), act)
         if self.shape(y) != dst_shape:
             self.copy_map(
-                oi, [(dst, dst_shape)], self.ex.buffer(y), self.shape(y), [np.arange(rows * o).reshape(self.shape(y))]
+                oi,
+                [(dst, dst_shape)],
+                self.buffers.tensor(y),
+                self.shape(y),
+                [np.arange(rows * o).reshape(self.shape(y))],
             )
 
     def runtime_fully_connected(self, oi: int, op: Operator, act: int) -> None:
@@ -700,35 +545,42 @@ class _Lowering:
             _, kh, kw, c = shape
             cp = layout.slices(c) * 4
             dst = (np.arange(kh * kw)[:, None] * cp + np.arange(c)[None, :]).ravel()
-            wbuf = self.ex.upload(np.zeros(kh * kw * cp))
-            self.copy_pairs(oi, self.ex.buffer(op.inputs[1]), wbuf, dst, layout.offsets(shape))
+            wbuf = self.buffers.upload(np.zeros(kh * kw * cp))
+            self.copy_pairs(oi, self.buffers.tensor(op.inputs[1]), wbuf, dst, layout.offsets(shape))
         else:
             _, kh, kw, c = w.shape
             wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
             wp[:, :, :c] = w[0]
-            wbuf = self.ex.upload(wp.ravel(), writable=False)
+            wbuf = self.buffers.upload(wp.ravel(), writable=False)
         sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
         x, pad = self.window_input(oi, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
         xs, ys = self.shape(x), self.shape(y)
         bias = self.bias(op.inputs[2] if len(op.inputs) > 2 else -1, c)
-        head = [self.ex.buffer(x), wbuf, self.ex.upload(bias, writable=False)]
-        window = [_i2(kw, kh), _i2(sw, sh), _i2(dw, dh), pad]
+        head = [self.buffers.tensor(x), wbuf, self.buffers.upload(bias, writable=False)]
+        window = [int2(kw, kh), int2(sw, sh), int2(dw, dh), pad]
         if xs[-1] == ys[-1]:  # multiplier 1: blocked over 8 output columns and 1 or 2 rows
             out, epilogue = self.epilogue(oi)
             epilogue = epilogue or self.steps([], [])
-            dims = [_i4(layout.dims4(xs)), _i4(layout.dims4(ys)), np.int32(ys[-1])]
-            args = [*head, self.ex.buffer(out), *dims, *window, np.int32(act), *(epilogue.args if epilogue else [])]
+            dims = [int4(layout.dims4(xs)), int4(layout.dims4(ys)), np.int32(ys[-1])]
+            args = [
+                *head,
+                self.buffers.tensor(out),
+                *dims,
+                *window,
+                np.int32(act),
+                *(epilogue.args if epilogue else []),
+            ]
             rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
-            columns, height, planes = self.grid(ys, 8)
+            columns, height, planes = launch.grid(ys, 8)
             registers = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see depthwise.cl.j2
             kernel = f"depthwise_x8_r{rows}{registers}" + ("_fused" if epilogue else "")
             defines = epilogue.defines(act) if epilogue else ""
             self.launch(oi, kernel, args, (columns, -(-height // rows), planes), defines)
             return
         multiplier = ys[-1] // xs[-1]  # as the delegate reads it: from the shapes, not the option
-        dims = [_i4(layout.dims4(xs)), np.int32(xs[-1]), _i4(layout.dims4(ys)), np.int32(ys[-1])]
-        args = [*head, self.ex.buffer(y), *dims, *window, np.int32(multiplier), np.int32(act)]
-        self.launch(oi, "depthwise_conv2d", args, self.grid(ys))
+        dims = [int4(layout.dims4(xs)), np.int32(xs[-1]), int4(layout.dims4(ys)), np.int32(ys[-1])]
+        args = [*head, self.buffers.tensor(y), *dims, *window, np.int32(multiplier), np.int32(act)]
+        self.launch(oi, "depthwise_conv2d", args, launch.grid(ys))
 
     def transpose_conv(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         if self.name(op) == "TRANSPOSE_CONV":
@@ -758,20 +610,20 @@ class _Lowering:
             oi,
             "transpose_conv",
             [
-                self.ex.buffer(x),
-                self.ex.upload(self.conv_weights(w, 1), writable=False),  # as CONV_2D's, one output slice
-                self.ex.upload(self.bias(bias_t, o), writable=False),
-                self.ex.buffer(out),
-                _i4(layout.dims4(xs)),
+                self.buffers.tensor(x),
+                self.buffers.upload(self.conv_weights(w, 1), writable=False),  # as CONV_2D's, one output slice
+                self.buffers.upload(self.bias(bias_t, o), writable=False),
+                self.buffers.tensor(out),
+                int4(layout.dims4(xs)),
                 np.int32(i),
-                _i4(layout.dims4(ys)),
+                int4(layout.dims4(ys)),
                 np.int32(o),
-                _i2(kw, kh),
-                _i2(sw, sh),
-                _i2(pad_w, pad_h),
+                int2(kw, kh),
+                int2(sw, sh),
+                int2(pad_w, pad_h),
                 *epilogue.args,
             ],
-            self.grid(ys, 8),
+            launch.grid(ys, 8),
             epilogue.defines(act),
         )
 
@@ -804,25 +656,25 @@ class _Lowering:
         bufs = []
         for t, view in (a, b):
             if layout.bhwc(self.shape(t)) == tuple(view):
-                bufs.append(self.ex.buffer(t))
+                bufs.append(self.buffers.tensor(t))
             elif (value := self.float_const(t)) is not None:
-                bufs.append(self.ex.upload(layout.to_slices(value.reshape(view), view), writable=False))
+                bufs.append(self.buffers.upload(layout.to_slices(value.reshape(view), view), writable=False))
             else:
                 bufs.append(self.reshaped(oi, t, view))
         t_y, ys = y
         direct = layout.bhwc(self.shape(t_y)) == tuple(ys)
-        dst = self.ex.buffer(t_y) if direct else self.ex.scratch(ys)
+        dst = self.buffers.tensor(t_y) if direct else self.buffers.scratch(ys)
         padded = np.zeros(layout.slices(ys[3]) * 4, np.float32)
         padded[: bias.size] = bias.ravel()
         k = a[1][2] if adj[0] else a[1][3]
-        args = [bufs[0], bufs[1], self.ex.upload(padded, writable=False), dst]
-        args += [_i4(layout.dims4(a[1])), _i4(layout.dims4(b[1])), _i4(layout.dims4(ys)), np.int32(ys[3])]
+        args = [bufs[0], bufs[1], self.buffers.upload(padded, writable=False), dst]
+        args += [int4(layout.dims4(a[1])), int4(layout.dims4(b[1])), int4(layout.dims4(ys)), np.int32(ys[3])]
         args += [np.int32(k), np.int32(adj[0]), np.int32(adj[1]), np.int32(act)]
         self.launch(oi, "batch_matmul", args, (ys[2], ys[1], ys[0] * layout.slices(ys[3])))
         if not direct:
             n = int(np.prod(ys))
             self.copy_map(
-                oi, [(dst, ys)], self.ex.buffer(t_y), self.shape(t_y), [np.arange(n).reshape(self.shape(t_y))]
+                oi, [(dst, ys)], self.buffers.tensor(t_y), self.shape(t_y), [np.arange(n).reshape(self.shape(t_y))]
             )
 
     def unary(self, oi: int, op: Operator, code: int, param: float) -> None:
@@ -833,13 +685,13 @@ class _Lowering:
             oi,
             "unary",
             [
-                self.ex.buffer(x),
-                self.ex.buffer(y),
-                _i4(layout.dims4(self.shape(y))),
+                self.buffers.tensor(x),
+                self.buffers.tensor(y),
+                int4(layout.dims4(self.shape(y))),
                 np.int32(self.shape(y)[-1] if self.shape(y) else 1),
                 np.float32(param),
             ],
-            self.grid(self.shape(y), 8),
+            launch.grid(self.shape(y), 8),
             f"#define OP {code}\n",
         )
 
@@ -858,14 +710,18 @@ class _Lowering:
         units = self.shape(h)[-1]
         # [input, previous activation] side by side: output 2 when the model has it
         joined_shape = [rows, i + units]
-        joined = self.ex.buffer(op.outputs[2]) if len(op.outputs) > 2 else self.ex.scratch(joined_shape)
+        joined = self.buffers.tensor(op.outputs[2]) if len(op.outputs) > 2 else self.buffers.scratch(joined_shape)
         b, j = np.meshgrid(np.arange(rows), np.arange(i + units), indexing="ij")
         index = np.where(j < i, b * i + j, rows * i + b * units + (j - i))
         self.copy_map(
-            oi, [(self.ex.buffer(x), self.shape(x)), (self.ex.buffer(h), self.shape(h))], joined, joined_shape, [index]
+            oi,
+            [(self.buffers.tensor(x), self.shape(x)), (self.buffers.tensor(h), self.shape(h))],
+            joined,
+            joined_shape,
+            [index],
         )
         gates_shape = [rows, 4 * units]
-        gates = self.ex.buffer(op.outputs[3]) if len(op.outputs) > 3 else self.ex.scratch(gates_shape)
+        gates = self.buffers.tensor(op.outputs[3]) if len(op.outputs) > 3 else self.buffers.scratch(gates_shape)
         bias = self.bias(bias_t, 4 * units)
         geometry = (1, 1, 1, 1, 1, 1)
         self.conv_launch(
@@ -876,12 +732,12 @@ class _Lowering:
             gates,
             (joined_shape, gates_shape),
             geometry,
-            _i2(0, 0),
+            int2(0, 0),
             0,
         )
         state_shape = [rows, units]
-        args = [gates, self.ex.buffer(c), self.ex.buffer(op.outputs[0]), self.ex.buffer(op.outputs[1])]
-        args += [_i4(layout.dims4(gates_shape)), _i4(layout.dims4(state_shape)), np.int32(units)]
+        args = [gates, self.buffers.tensor(c), self.buffers.tensor(op.outputs[0]), self.buffers.tensor(op.outputs[1])]
+        args += [int4(layout.dims4(gates_shape)), int4(layout.dims4(state_shape)), np.int32(units)]
         self.launch(oi, "lstm_cell", args, (layout.slices(units), rows))
 
     def cast(self, oi: int, op: Operator) -> None:
@@ -895,10 +751,10 @@ class _Lowering:
         s = self.shape(t)
         aligned = [1] * (rank - len(s)) + list(s)
         if layout.bhwc(aligned) == layout.bhwc(s) or not s:
-            return self.ex.buffer(t), aligned
+            return self.buffers.tensor(t), aligned
         value = self.float_const(t)
         if value is not None:
-            return self.ex.upload(layout.to_slices(value.reshape(aligned), aligned)), aligned
+            return self.buffers.upload(layout.to_slices(value.reshape(aligned), aligned)), aligned
         return self.reshaped(oi, t, aligned), aligned
 
     def binary(self, oi: int, op: Operator, code: int, act: int) -> None:
@@ -912,15 +768,15 @@ class _Lowering:
             [
                 ab,
                 bb,
-                self.ex.buffer(y),
-                _i4(layout.dims4(a_s)),
+                self.buffers.tensor(y),
+                int4(layout.dims4(a_s)),
                 np.int32(ad[3]),
-                _i4(layout.dims4(b_s)),
+                int4(layout.dims4(b_s)),
                 np.int32(bd[3]),
-                _i4(layout.dims4(ys)),
+                int4(layout.dims4(ys)),
                 np.int32(layout.bhwc(ys)[3]),
             ],
-            self.grid(ys, 8),
+            launch.grid(ys, 8),
             f"#define OP {code}\n#define ACT {act}\n",
         )
 
@@ -933,18 +789,18 @@ class _Lowering:
             oi,
             "pool2d",
             [
-                self.ex.buffer(x),
-                self.ex.buffer(y),
-                _i4(layout.dims4(xs)),
-                _i4(layout.dims4(ys)),
+                self.buffers.tensor(x),
+                self.buffers.tensor(y),
+                int4(layout.dims4(xs)),
+                int4(layout.dims4(ys)),
                 np.int32(ys[-1]),
-                _i2(kw, kh),
-                _i2(sw, sh),
+                int2(kw, kh),
+                int2(sw, sh),
                 pad,
                 np.int32(self.name(op) == "MAX_POOL_2D"),
                 np.int32(act),
             ],
-            self.grid(ys, 8),
+            launch.grid(ys, 8),
         )
 
     def reduce(self, oi: int, op: Operator, code: int, keep_dims: bool) -> None:
@@ -959,25 +815,27 @@ class _Lowering:
         b, h, w, c = layout.bhwc(xs)
         kept = [1 if flags[0] else b, 1 if flags[1] else h, 1 if flags[2] else w, 1 if flags[3] else c]
         same = layout.bhwc(self.shape(y)) == tuple(kept)
-        dst = self.ex.buffer(y) if same else self.ex.scratch(kept)
+        dst = self.buffers.tensor(y) if same else self.buffers.scratch(kept)
         self.launch(
             oi,
             "reduce",
             [
-                self.ex.buffer(x),
+                self.buffers.tensor(x),
                 dst,
-                _i4(layout.dims4(xs)),
+                int4(layout.dims4(xs)),
                 np.int32(c),
-                _i4(layout.dims4(kept)),
+                int4(layout.dims4(kept)),
                 np.int32(kept[3]),
-                _i4(flags),
+                int4(flags),
                 np.int32(code),
             ],
-            self.grid(kept),
+            launch.grid(kept),
         )
         if not same:
             n = int(np.prod(kept))
-            self.copy_map(oi, [(dst, kept)], self.ex.buffer(y), self.shape(y), [np.arange(n).reshape(self.shape(y))])
+            self.copy_map(
+                oi, [(dst, kept)], self.buffers.tensor(y), self.shape(y), [np.arange(n).reshape(self.shape(y))]
+            )
 
     def cumsum(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -986,15 +844,15 @@ class _Lowering:
             raise ExecutorError("CUMSUM with a runtime axis")
         xs = self.shape(x)
         args = [
-            self.ex.buffer(x),
-            self.ex.buffer(y),
-            _i4(layout.dims4(xs)),
+            self.buffers.tensor(x),
+            self.buffers.tensor(y),
+            int4(layout.dims4(xs)),
             np.int32(layout.bhwc(xs)[3]),
             np.int32(layout.bhwc_axis(len(xs), int(axis.ravel()[0]))),
             np.int32(bool(opts.get("exclusive", False))),
             np.int32(bool(opts.get("reverse", False))),
         ]
-        self.launch(oi, "cumsum", args, self.grid(xs))
+        self.launch(oi, "cumsum", args, launch.grid(xs))
 
     def softmax(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
         x, y = op.inputs[0], op.outputs[0]
@@ -1003,9 +861,9 @@ class _Lowering:
             oi,
             "softmax",
             [
-                self.ex.buffer(x),
-                self.ex.buffer(y),
-                _i4(layout.dims4(self.shape(x))),
+                self.buffers.tensor(x),
+                self.buffers.tensor(y),
+                int4(layout.dims4(self.shape(x))),
                 np.int32(c),
                 np.float32(opts.get("beta", 1.0)),
             ],
@@ -1013,8 +871,6 @@ class _Lowering:
         )
 
     def resize(self, oi: int, op: Operator, opts: dict[str, Any], act: int) -> None:
-        from pyopencl import cltypes
-
         x, y = op.inputs[0], op.outputs[0]
         xs, ys = self.shape(x), self.shape(y)
         align, half = bool(opts.get("align_corners")), bool(opts.get("half_pixel_centers"))
@@ -1026,12 +882,12 @@ class _Lowering:
             oi,
             "resize",
             [
-                self.ex.buffer(x),
-                self.ex.buffer(y),
-                _i4(layout.dims4(xs)),
-                _i4(layout.dims4(ys)),
+                self.buffers.tensor(x),
+                self.buffers.tensor(y),
+                int4(layout.dims4(xs)),
+                int4(layout.dims4(ys)),
                 np.int32(ys[-1]),
-                cltypes.make_float2(scale(xs[2], ys[2]), scale(xs[1], ys[1])),  # type: ignore[attr-defined]
+                float2(scale(xs[2], ys[2]), scale(xs[1], ys[1])),
                 np.int32(self.name(op) == "RESIZE_BILINEAR"),
                 np.int32(align),
                 np.int32(half),
@@ -1055,20 +911,20 @@ class _Lowering:
             n = int(np.prod(self.shape(t))) if self.shape(t) else 1
             data.append(np.arange(base, base + n).reshape(self.shape(t)))
             consts.append(value)
-            sources.append((self.ex.buffer(t), self.shape(t)))
+            sources.append((self.buffers.tensor(t), self.shape(t)))
             base += n
         results = movement.apply(name, data, consts, opts, [self.shape(t) for t in op.outputs])
         fill = 0.0
         if name == "PADV2" and len(op.inputs) > 2 and (value := self.const(op.inputs[2])) is not None:
             fill = float(value.ravel()[0])
         for t, res in zip(op.outputs, results, strict=True):
-            self.copy_map(oi, sources, self.ex.buffer(t), self.shape(t), [res], fill)
+            self.copy_map(oi, sources, self.buffers.tensor(t), self.shape(t), [res], fill)
 
     def reshaped(self, oi: int, t: int, shape: list[int]) -> Any:
         """A copy of runtime tensor `t` laid out as `shape` (same elements, another rank)."""
-        dst = self.ex.scratch(shape)
+        dst = self.buffers.scratch(shape)
         n = int(np.prod(self.shape(t))) if self.shape(t) else 1
-        self.copy_map(oi, [(self.ex.buffer(t), self.shape(t))], dst, shape, [np.arange(n).reshape(shape)])
+        self.copy_map(oi, [(self.buffers.tensor(t), self.shape(t))], dst, shape, [np.arange(n).reshape(shape)])
         return dst
 
     def copy_map(
@@ -1097,18 +953,16 @@ class _Lowering:
             base += n
         pad = res < 0
         if pad.any() and fill != 0.0:  # PADV2's constant: copied from a one-value buffer
-            one = self.ex.upload(np.array([fill]), writable=False)
+            one = self.buffers.upload(np.array([fill]), writable=False)
             self.copy_pairs(oi, one, dst, dst_off[pad], np.zeros(int(pad.sum()), np.int32))
 
     def copy_pairs(
         self, oi: int, src: Any, dst: Any, dst_off: np.ndarray, src_off: np.ndarray, kernel: str = "copy_pairs"
     ) -> None:
         n = len(dst_off)
-        self.launch(oi, kernel, [src, dst, self.index(dst_off), self.index(src_off), np.int32(n)], (-(-n // 16),))
-
-    def index(self, values: np.ndarray) -> Any:
-        import pyopencl as cl
-
-        data = np.ascontiguousarray(values, np.int32)
-        assert self.ex.device is not None
-        return cl.Buffer(self.ex.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
+        self.launch(
+            oi,
+            kernel,
+            [src, dst, self.buffers.index(dst_off), self.buffers.index(src_off), np.int32(n)],
+            (-(-n // 16),),
+        )
