@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from gpulint import reference
-from gpulint.executor import Device, Executor, ExecutorError, Unlowered
-from gpulint.executor.executor import DeviceError
+from gpulint.executor import Device, DeviceError, Executor, ExecutorError, Unlowered
 from gpulint.model.ir import Model, clone
 from gpulint.model.write import write
 from gpulint.passes.edit import prune

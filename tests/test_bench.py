@@ -104,12 +104,12 @@ def test_bench_times_what_the_delegate_runs_partitions_and_all(tmp_path: Path) -
 
 def test_bench_runs_an_op_the_executor_cannot_lower_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulint.executor import ExecutorError
-    from gpulint.executor import executor as executor_module
+    from gpulint.executor.ops import LOWER
 
     def refuse(self: object, *args: object) -> None:
         raise ExecutorError("not lowered in this test")
 
-    monkeypatch.setattr(executor_module._Lowering, "softmax", refuse)
+    monkeypatch.setitem(LOWER, "SOFTMAX", refuse)
     path = tmp_path / "softmax.tflite"
     write(split_model(False).build(), path)
     r = runner.invoke(app, ["bench", str(path), "--runs", "2", "--no-start", "--format", "json"])

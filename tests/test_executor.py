@@ -19,8 +19,8 @@ from conftest import CORPUS_FILES, NO_CORPUS
 from helpers import opencl_device
 
 from gpulint.executor import Executor, ExecutorError, layout
-from gpulint.executor import executor as executor_module
 from gpulint.executor import program as program_module
+from gpulint.executor.ops import conv as conv_module
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -206,7 +206,7 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
 def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU's blocking (one output slice and position per item) and plain kernel (nothing
     fuses: a constant the output's shape is no fusable operand), on whatever device this is."""
-    monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
@@ -521,7 +521,7 @@ def _copy_offsets(dst_shape: list[int], index: np.ndarray, src_shape: list[int])
 
 
 def test_whole_slice_copies_only_where_no_lane_changes_its_meaning() -> None:
-    from gpulint.executor.executor import _whole_slices
+    from gpulint.executor.ops.copy import whole_slices as _whole_slices
 
     src = np.arange(4 * 4 * 3).reshape(1, 4, 4, 3)
     padded = np.full((1, 6, 6, 3), -1)
@@ -1004,7 +1004,7 @@ def test_slice_aligned_groups_read_only_their_slices(
     inputs, each output block reading its group's input slices (gs = slices per group), with
     a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's."""
     if blocking == "gpu":
-        monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
@@ -1029,7 +1029,7 @@ def test_conv2d_with_runtime_weights(
 ) -> None:
     """Weights that are an input: put in the kernel's order by a copy on the device each run."""
     if blocking == "gpu":
-        monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
     o = out_size(9, k, stride, 1, padding)
 
@@ -1059,7 +1059,7 @@ def test_depthwise_conv2d_with_runtime_weights(c: int, multiplier: int, k: int, 
 def test_an_ungrouped_conv_keeps_its_blocking(monkeypatch: pytest.MonkeyPatch) -> None:
     """5 output slices blocked 4 per item (the last item half empty): only a grouped conv cuts
     its blocking to what a group holds."""
-    monkeypatch.setattr(executor_module, "conv_blocking", lambda cpu, slices, positions: (4, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (4, 1))
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, 8])

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpulint.cli import app
 from gpulint.executor import ExecutorError
 from gpulint.executor import executor as executor_module
+from gpulint.executor.ops import LOWER
 from gpulint.model import Model, to_bytes, write
 from gpulint.model.build import ModelBuilder
 from gpulint.partitioned import PartitionedRunner
@@ -56,7 +57,7 @@ def refuse_softmax(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: Any, *args: Any) -> None:
         raise ExecutorError("not lowered in this test")
 
-    monkeypatch.setattr(executor_module._Lowering, "softmax", refuse)
+    monkeypatch.setitem(LOWER, "SOFTMAX", refuse)
 
 
 def test_an_op_the_executor_cannot_lower_runs_on_the_cpu_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,135 @@
+"""CONV_2D (grouped too), and the CONV_2D-shaped launch FULLY_CONNECTED and LSTM's gates use
+(conv.cl.j2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpulint.executor import layout
+from gpulint.executor.context import LowerContext
+from gpulint.executor.errors import ExecutorError
+from gpulint.executor.fusion import Epilogue
+from gpulint.executor.graph import OpView
+from gpulint.executor.launch import Launch, int2, int4
+from gpulint.executor.ops.depthwise import depthwise_with
+from gpulint.executor.ops.weights import bias, conv_weights, runtime_conv_weights
+
+
+def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
+    """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
+    fill its vector registers: fewer slices on narrow outputs, which would waste lanes; 8 slices
+    (two float16 accumulators per position) measured no faster on AVX-512. On a GPU one of
+    each, so that a small layer still has work items for every core: with the CPU's blocking a
+    64x64x48 layer was 1536 items on an H100 that runs 270,000 threads at once."""
+    if not cpu:
+        return 1, 1
+    return (4 if out_slices >= 4 else 2 if out_slices >= 2 else 1), (8 if positions > 1 else 1)
+
+
+def conv2d(cx: LowerContext, op: OpView) -> list[Launch]:
+    c = (cx.shape(op.inputs[0]) or [1])[-1]
+    value = cx.float_const(op.inputs[1])
+    if value is None:  # runtime weights: the delegate takes them when they are not grouped (model_builder.cc)
+        shape = cx.shape(op.inputs[1])
+        if len(shape) != 4 or shape[3] != c:
+            raise ExecutorError("runtime weights of a grouped conv")
+        return conv_with(cx, op, op.inputs[1], (shape[0], shape[1], shape[2], shape[3]), None)
+    w: np.ndarray = value
+    o, kh, kw, i = w.shape
+    groups = c // i if i and c % i == 0 else 0
+    if not groups or o % groups:
+        raise ExecutorError(f"a filter of {i} input channels on {c} channels")
+    if groups > 1 and i == 1:
+        # The delegate runs it as DEPTHWISE_CONVOLUTION where out channels = in channels
+        # (model_builder.cc, Conv2DOperationParser); with more outputs it splits the conv
+        # into one per group, which adds up the same products as a depthwise multiplier.
+        return depthwise_with(cx, op, w.transpose(3, 1, 2, 0))
+    group_slices = None
+    if groups > 1 and i % 4 == 0 and (o // groups) % 4 == 0:
+        group_slices = (i // 4, o // groups // 4)  # ConvGeneric's groups_support (conv_generic.cc)
+    elif groups > 1:
+        # Groups that do not fill whole slices: the delegate runs one conv per group
+        # (ResolveGroupedConvolution); here one conv over block-diagonal weights, same sums.
+        dense = np.zeros((o, kh, kw, c), np.float32)
+        per = o // groups
+        for g in range(groups):
+            dense[g * per : (g + 1) * per, :, :, g * i : (g + 1) * i] = w[g * per : (g + 1) * per]
+        w = dense
+    return conv_with(cx, op, w, (o, kh, kw, int(w.shape[3])), group_slices)
+
+
+def conv_with(
+    cx: LowerContext,
+    op: OpView,
+    w: np.ndarray | int,
+    w_shape: tuple[int, int, int, int],
+    group_slices: tuple[int, int] | None,
+) -> list[Launch]:
+    """CONV_2D `op` with weights `w`: constant values, or a runtime tensor's index."""
+    o, kh, kw, _ = w_shape
+    opts = op.opts
+    sh, sw, dh, dw = opts["stride_h"], opts["stride_w"], opts["dilation_h_factor"], opts["dilation_w_factor"]
+    x, pad = cx.window_input(op.index, (kh, kw), (sh, sw), (dh, dw), opts["padding"])
+    xs, ys = cx.shape(x), cx.shape(op.outputs[0])
+    b = bias(cx, op.inputs[2] if len(op.inputs) > 2 else -1, o)
+    out, epilogue = cx.epilogue(op.index)
+    geometry = (kw, kh, sw, sh, dw, dh)
+    dst = cx.buffers.tensor(out)
+    src = cx.buffers.tensor(x)
+    return conv_launch(cx, op.index, src, w, b, dst, (xs, ys), geometry, pad, op.act, epilogue, group_slices)
+
+
+def conv_launch(
+    cx: LowerContext,
+    oi: int,
+    src: Any,
+    w: np.ndarray | int,
+    bias: np.ndarray,
+    dst: Any,
+    shapes: tuple[list[int], list[int]],
+    geometry: tuple[int, ...],
+    pad: Any,
+    act: int,
+    epilogue: Epilogue | None = None,
+    group_slices: tuple[int, int] | None = None,
+) -> list[Launch]:
+    """A CONV_2D-shaped launch (conv.cl.j2): each work item holds `ob` output slices, and a
+    1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane.
+    `group_slices`: a grouped conv's (input, output) slices per group; `w` then holds one
+    group's input channels. `w` as a tensor index: runtime weights, put in the kernel's
+    order by a copy on the device each run (the delegate converts them with a kernel too)."""
+    xs, ys = shapes
+    kw, kh, sw, sh, dw, dh = geometry
+    b, h, wd, c = layout.bhwc(ys)
+    so = layout.slices(c)
+    pointwise = (kw, kh, sw, sh) == (1, 1, 1, 1) and tuple(pad.tolist()) == (0, 0)
+    pointwise = pointwise and layout.bhwc(xs)[1:3] == (h, wd)
+    ob, px = conv_blocking(cx.device.cpu, so, h * wd)
+    gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)  # ungrouped: one group, ob as blocked
+    while group_slices and gs[1] % ob:  # an item's output slices stay in one conv group
+        ob //= 2
+    groups = -(-so // ob)
+    padded = np.zeros(groups * ob * 4, np.float32)
+    padded[: len(bias)] = bias
+    launches: list[Launch] = []
+    if isinstance(w, int):
+        weights, launches = runtime_conv_weights(cx, oi, w, ob)
+    else:
+        weights = cx.buffers.upload(conv_weights(w, ob), writable=False)
+    bias_buffer = cx.buffers.upload(padded, writable=False)
+    head = [src, weights, bias_buffer, dst, int4(layout.dims4(xs)), int4(layout.dims4(ys))]
+    epilogue = epilogue or cx.steps([], [])
+    tail, suffix = (epilogue.args, "_fused") if epilogue else ([], "")
+    defines = epilogue.defines(act) if epilogue else ""
+    if pointwise:
+        grid = (-(-h * wd // px), b * groups)
+        args = [*head, np.int32(c), int2(*gs), np.int32(act), *tail]
+        return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args, grid, defines)]
+    shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act)]
+    size = (-(-wd // 4), h, b * groups)
+    return [*launches, cx.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, size, defines)]
+
+
+LOWER = {"CONV_2D": conv2d}
