@@ -1,15 +1,14 @@
-"""`gpulint check`: settings, file discovery, rule selection, and one result per file."""
+"""`gpulint check`: file discovery, rule selection, and one result per file (the settings come from
+`gpulint.settings`)."""
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpulint.model import Model, ModelError, read
 from gpulint.rules import pack
@@ -17,106 +16,7 @@ from gpulint.rules.engine import Finding, Linter, LintResult
 from gpulint.rules.pack import SEVERITY_RANK
 from gpulint.rules.partition import SubgraphPlan
 from gpulint.rules.placement import Placement
-
-
-class SettingsError(Exception):
-    """A bad flag value or configuration file; the message says which and why."""
-
-
-@dataclass
-class Settings:
-    select: list[str] = field(default_factory=lambda: ["GPU"])
-    extend_select: list[str] = field(default_factory=list)
-    ignore: list[str] = field(default_factory=list)
-    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
-    per_op_ignores: dict[str, list[str]] = field(default_factory=dict)
-    target: str = "classic"
-    quantized: bool = True
-    backend: str = "both"  # opencl | opengl | both: which of the delegate's backends must build the graph
-    rules: list[Path] = field(default_factory=list)
-    config: Path | None = None
-    target_settings: dict[str, Any] = field(default_factory=dict)  # a target's own options (--coreml-version)
-
-
-CONFIG_KEYS = {
-    "select",
-    "extend-select",
-    "ignore",
-    "per-file-ignores",
-    "per-op-ignores",
-    "target",
-    "quantized",
-    "backend",
-    "rules",
-}
-BACKENDS = ("opencl", "opengl", "both")
-
-
-def find_config(start: Path) -> Path | None:
-    """gpulint.toml, or a pyproject.toml with [tool.gpulint], in `start` or a parent folder."""
-    for folder in (start, *start.parents):
-        own = folder / "gpulint.toml"
-        if own.is_file():
-            return own
-        pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and "gpulint" in _read_toml(pyproject).get("tool", {}):
-            return pyproject
-    return None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SettingsError(f"{path}: {e}") from None
-
-
-def load_config(path: Path) -> dict[str, Any]:
-    data = _read_toml(path)
-    table = data.get("tool", {}).get("gpulint", {}) if path.name == "pyproject.toml" else data
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: [tool.gpulint] must be a table")
-    unknown = sorted(set(table) - CONFIG_KEYS)
-    if unknown:
-        raise SettingsError(f"{path}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(CONFIG_KEYS))})")
-
-    def strings(key: str) -> list[str]:
-        v = table.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise SettingsError(f"{path}: `{key}` must be a list of strings")
-        return v
-
-    def mapping(key: str) -> dict[str, list[str]]:
-        v = table.get(key, {})
-        if not isinstance(v, dict) or not all(
-            isinstance(x, list) and all(isinstance(c, str) for c in x) for x in v.values()
-        ):
-            raise SettingsError(f"{path}: `{key}` must map names to lists of rule codes")
-        return v
-
-    out: dict[str, Any] = {}
-    for key in ("select", "extend-select", "ignore", "rules"):
-        if key in table:
-            out[key.replace("-", "_")] = strings(key)
-    for key in ("per-file-ignores", "per-op-ignores"):
-        if key in table:
-            out[key.replace("-", "_")] = mapping(key)
-    if "target" in table:
-        if not isinstance(table["target"], str):
-            raise SettingsError(f"{path}: `target` must be a string")
-        out["target"] = table["target"]
-    if "backend" in table:
-        if table["backend"] not in BACKENDS:
-            raise SettingsError(f"{path}: `backend` must be one of {', '.join(BACKENDS)}")
-        out["backend"] = table["backend"]
-    if "quantized" in table:
-        if not isinstance(table["quantized"], bool):
-            raise SettingsError(f"{path}: `quantized` must be true or false")
-        out["quantized"] = table["quantized"]
-    if "rules" in out:  # relative to the configuration file
-        out["rules"] = [(path.parent / p) for p in out["rules"]]
-    return out
+from gpulint.settings import Settings
 
 
 def matches(code: str, name: str, selectors: list[str]) -> str | None:
@@ -126,13 +26,6 @@ def matches(code: str, name: str, selectors: list[str]) -> str | None:
         if (code.startswith(s) or s == name) and (best is None or len(s) > len(best)):
             best = s
     return best
-
-
-def validate_selectors(selectors: list[str], rules: dict[str, pack.Rule], what: str) -> None:
-    names = {r.name for r in rules.values()}
-    for s in selectors:
-        if s != "ALL" and s not in names and not any(code.startswith(s) for code in rules):
-            raise SettingsError(f"{what}: `{s}` matches no rule code or name (see `gpulint rules`)")
 
 
 def selected(finding: Finding, settings: Settings, path: str) -> bool:
@@ -202,8 +95,10 @@ def check_file(path: str, settings: Settings) -> FileResult:
 def check_model(model: Model, path: str, settings: Settings) -> FileResult:
     """Lint a model already in memory; `path` names it in the results."""
     targets = pack.load_targets(settings.rules)
-    backends = None if settings.backend == "both" else (settings.backend,)
     target = targets[settings.target]
+    # A backend the target does not have never narrows it to none (which would drop its boundary
+    # checks); `settings.resolve` refuses that combination on the command line.
+    backends = (settings.backend,) if settings.backend in target.backends else None
     own = {k: v for k, v in settings.target_settings.items() if k in target.settings}
     target = pack.configure(target, own) if own else target
     linter = Linter(target, settings.quantized, targets=targets, backends=backends)

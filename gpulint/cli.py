@@ -20,10 +20,10 @@ from gpulint.text import clean
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from gpulint.check import Settings
     from gpulint.fix import FixReport
     from gpulint.model import Model
     from gpulint.rules.pack import Rule
+    from gpulint.settings import Settings
 
 app = typer.Typer(
     name="gpulint",
@@ -92,36 +92,77 @@ def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
 
+# Options that mean the same in every command that takes them (check, report).
+TargetOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Whose rules apply: classic (default), mediapipe, docs-2019, litert-gpu (LiteRT's GPU accelerator), "
+        "metal, coreml, or a --rules pack."
+    ),
+]
+RulesOption = Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")]
+ConfigOption = Annotated[
+    Path | None, typer.Option(help="A gpulint.toml or pyproject.toml (default: found from the current folder up).")
+]
+QuantizedOption = Annotated[
+    bool | None,
+    typer.Option("--quantized/--no-quantized", help="The delegate's quantized-models flag (on by default)."),
+]
+BackendOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The delegate backend that must build the graph: opencl, opengl (devices without OpenCL), "
+        "or both (default)."
+    ),
+]
+SelectOption = Annotated[
+    list[str] | None, typer.Option(help="Rule codes, code prefixes or names to report (comma-separated; ALL).")
+]
+ExtendSelectOption = Annotated[list[str] | None, typer.Option(help="Add to the selected rules.")]
+IgnoreOption = Annotated[list[str] | None, typer.Option(help="Rule codes, prefixes or names not to report.")]
+CoremlVersionOption = Annotated[
+    int | None, typer.Option(help="--target coreml: the Core ML version the delegate targets, 2 or 3 (default 3).")
+]
+CoremlAllDevicesOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--coreml-all-devices/--no-coreml-all-devices",
+        help="--target coreml: the delegate is created on every device, not only those with a Neural Engine.",
+        show_default=False,
+    ),
+]
+
+
+def _settings(matrix: bool = False, **flags: Any) -> Settings:
+    """The run's settings: the configuration file, then these flags (gpulint.settings.resolve)."""
+    from gpulint.rules.pack import PackError
+    from gpulint.settings import Overrides, SettingsError, resolve
+
+    select = flags.pop("select", None)
+    given = Overrides(
+        select=_split(select) if select else None,
+        extend_select=_split(flags.pop("extend_select", None)),
+        ignore=_split(flags.pop("ignore", None)),
+        rules=list(flags.pop("rules", None) or []),
+        **flags,
+    )
+    try:
+        return resolve(given, matrix=matrix)
+    except (SettingsError, PackError) as e:
+        fail(None, str(e))
+
+
 @app.command()
 def check(
     paths: Annotated[list[str], typer.Argument(help=".tflite files, or folders to search for *.tflite.")],
-    select: Annotated[
-        list[str] | None, typer.Option(help="Rule codes, code prefixes or names to report (comma-separated; ALL).")
-    ] = None,
-    extend_select: Annotated[list[str] | None, typer.Option(help="Add to the selected rules.")] = None,
-    ignore: Annotated[list[str] | None, typer.Option(help="Rule codes, prefixes or names not to report.")] = None,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            help="Whose rules apply: classic (default), mediapipe, docs-2019, litert-gpu (LiteRT's GPU "
-            "accelerator), or a --rules pack."
-        ),
-    ] = None,
-    quantized: Annotated[
-        bool | None,
-        typer.Option("--quantized/--no-quantized", help="The delegate's quantized-models flag (on by default)."),
-    ] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            help="The delegate backend that must build the graph: opencl, opengl (devices without OpenCL), "
-            "or both (default)."
-        ),
-    ] = None,
-    rules: Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="A gpulint.toml or pyproject.toml (default: found from the current folder up).")
-    ] = None,
+    select: SelectOption = None,
+    extend_select: ExtendSelectOption = None,
+    ignore: IgnoreOption = None,
+    target: TargetOption = None,
+    quantized: QuantizedOption = None,
+    backend: BackendOption = None,
+    rules: RulesOption = None,
+    config: ConfigOption = None,
     output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
     exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when there are findings.")] = False,
@@ -138,72 +179,30 @@ def check(
             "iOS Metal, iOS Core ML): outcome, share of ops delegated, partitions, first reason.",
         ),
     ] = False,
-    coreml_version: Annotated[
-        int | None, typer.Option(help="--target coreml: the Core ML version the delegate targets, 2 or 3 (default 3).")
-    ] = None,
-    coreml_all_devices: Annotated[
-        bool,
-        typer.Option(
-            help="--target coreml: the delegate is created on every device, not only those with a Neural Engine."
-        ),
-    ] = False,
+    coreml_version: CoremlVersionOption = None,
+    coreml_all_devices: CoremlAllDevicesOption = None,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
     from gpulint import output as render
-    from gpulint.check import (
-        BACKENDS,
-        Settings,
-        SettingsError,
-        check_all,
-        find_config,
-        load_config,
-        validate_selectors,
-    )
-    from gpulint.rules.pack import SEVERITY_RANK, PackError, builtin_rules, load_targets
+    from gpulint.check import check_all
+    from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
-    try:
-        cfg_path = config if config is not None else find_config(Path.cwd())
-        if config is not None and not config.is_file():
-            fail(config, "no such configuration file")
-        settings = Settings(**load_config(cfg_path)) if cfg_path is not None else Settings()
-        settings.config = cfg_path
-        if select:
-            settings.select = _split(select)
-        settings.extend_select += _split(extend_select)
-        settings.ignore += _split(ignore)
-        settings.rules += list(rules or [])
-        targets = load_targets(settings.rules)
-        if target is not None:
-            settings.target = target
-        elif rules:
-            settings.target = list(targets)[-1]  # the last pack given on the command line
-        if quantized is not None:
-            settings.quantized = quantized
-        if backend is not None:
-            settings.backend = backend
-        if settings.backend not in BACKENDS:
-            fail(None, f"unknown backend `{settings.backend}`; known: {', '.join(BACKENDS)}")
-        if settings.target not in targets:
-            fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
-        if coreml_version is not None and coreml_version not in (2, 3):
-            fail(None, f"--coreml-version must be 2 or 3, not {coreml_version}")
-        if (coreml_version is not None or coreml_all_devices) and settings.target != "coreml" and not matrix:
-            fail(None, "--coreml-version and --coreml-all-devices apply to --target coreml (or --matrix)")
-        if coreml_version is not None:
-            settings.target_settings["coreml_version"] = coreml_version
-        if coreml_all_devices:
-            settings.target_settings["all_devices"] = True
-        if matrix and output_format not in (Format.text, Format.json):
-            fail(None, "--matrix writes text or json")
-        catalog = builtin_rules()
-        for what, values in (
-            ("--select", settings.select),
-            ("--extend-select", settings.extend_select),
-            ("--ignore", settings.ignore),
-        ):
-            validate_selectors(values, catalog, what)
-    except (SettingsError, PackError) as e:
-        fail(None, str(e))
+    settings = _settings(
+        matrix,
+        config=config,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        rules=rules,
+        target=target,
+        quantized=quantized,
+        backend=backend,
+        coreml_version=coreml_version,
+        coreml_all_devices=coreml_all_devices,
+    )
+    if matrix and output_format not in (Format.text, Format.json):
+        fail(None, "--matrix writes text or json")
+    catalog = builtin_rules()
 
     if matrix:
         _check_matrix(paths, settings, output_format is Format.json, output, html)
@@ -448,9 +447,10 @@ def fix(
     if not report.applied:
         typer.echo(f"{path}: nothing to change")
     if html is not None:
-        from gpulint.check import Settings, check_model
+        from gpulint.check import check_model
         from gpulint.model import to_bytes
         from gpulint.report import FixSummary, model_section
+        from gpulint.settings import Settings
 
         before, after = check_model(model, path, Settings()), check_model(fixed, path, Settings())
         summary = FixSummary(report, before, after, os.path.getsize(path), len(to_bytes(fixed)))
@@ -793,9 +793,16 @@ def bench_command(
 def report(
     paths: Annotated[list[str], typer.Argument(help=".tflite files to report on.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path("report.html"),
-    target: Annotated[str | None, typer.Option(help="Whose rules apply (see `gpulint check --help`).")] = None,
-    quantized: Annotated[bool, typer.Option("--quantized/--no-quantized", help="The quantized-models flag.")] = True,
-    rules: Annotated[list[Path] | None, typer.Option("--rules", help="A target pack (YAML) to add.")] = None,
+    target: TargetOption = None,
+    quantized: QuantizedOption = None,
+    rules: RulesOption = None,
+    backend: BackendOption = None,
+    config: ConfigOption = None,
+    select: SelectOption = None,
+    extend_select: ExtendSelectOption = None,
+    ignore: IgnoreOption = None,
+    coreml_version: CoremlVersionOption = None,
+    coreml_all_devices: CoremlAllDevicesOption = None,
     with_fix: Annotated[
         bool, typer.Option("--fix/--no-fix", help="Show what the safe fix passes would change.")
     ] = True,
@@ -807,17 +814,18 @@ def report(
     ] = False,
 ) -> None:
     """Write a self-contained HTML readiness report: verdict, partitions, graph, findings, fix."""
-    from gpulint.check import Settings
-    from gpulint.rules.pack import PackError, load_targets
-
-    settings = Settings(quantized=quantized, rules=list(rules or []))
-    try:
-        targets = load_targets(settings.rules)
-    except PackError as e:
-        fail(None, str(e))
-    settings.target = target or (list(targets)[-1] if rules else "classic")
-    if settings.target not in targets:
-        fail(None, f"unknown target `{settings.target}`; known: {', '.join(targets)}")
+    settings = _settings(
+        config=config,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        rules=rules,
+        target=target,
+        quantized=quantized,
+        backend=backend,
+        coreml_version=coreml_version,
+        coreml_all_devices=coreml_all_devices,
+    )
     sections = []
     for path in paths:  # each model, and each part of it, degrades on its own: the report is written
         section = _report_section(path, settings, with_fix, node_data if len(paths) == 1 else None)
@@ -895,10 +903,11 @@ def demo(
     from gpulint import output as render
     from gpulint import reference
     from gpulint.atomic import write_atomic
-    from gpulint.check import Settings, check_file
+    from gpulint.check import check_file
     from gpulint.model import read, write
     from gpulint.rules.pack import builtin_rules
     from gpulint.sample import sample_model
+    from gpulint.settings import Settings
     from gpulint.summary import render_text, summarize
 
     try:

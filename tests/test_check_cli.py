@@ -284,3 +284,67 @@ def test_rules_and_rule_commands() -> None:
     assert runner.invoke(app, ["rule", "atrous-pattern"]).stdout == text
     missing = runner.invoke(app, ["rule", "GPU999"])
     assert missing.exit_code == 2 and "no rule `GPU999`" in missing.stderr
+
+
+def rank5_relu(path: Path) -> str:
+    """RELU on a rank-5 tensor: Core ML takes the op, then fails at init (its boundary check)."""
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 2, 4, 4, 8])
+    g.output(g.op("RELU", [x], [1, 2, 4, 4, 8]))
+    write(mb.build(), path)
+    return str(path)
+
+
+def test_backend_never_drops_a_target_s_own_boundary_check(models: Path) -> None:
+    """--backend picks one of the Android delegate's backends. With --target coreml (or metal) it
+    used to leave the target with no backend at all, so its boundary check (Core ML's rank limit,
+    Metal's float32-only IO) was dropped and the model read as ready."""
+    from gpulint.check import Settings, check_model
+    from gpulint.model import read
+
+    path = rank5_relu(models / "rank5.tflite")
+    code, out, _ = run(path, "--target", "coreml", "--exit-zero")
+    assert "verdict: init-failure" in out
+    code, _, err = run(path, "--target", "coreml", "--backend", "opencl")
+    assert code == 2 and err == (
+        "gpulint: error: backend `opencl` does not apply to target `coreml` (its backends: coreml); "
+        "give --backend both\n"
+    )
+    (models / "gpulint.toml").write_text('backend = "opengl"\n')
+    code, _, err = run(path, "--target", "metal", cwd=models)
+    assert code == 2 and "backend `opengl` does not apply to target `metal` (its backends: metal)" in err
+    assert run(str(models / "clean.tflite"), cwd=models)[0] == 0  # the classic target has it
+    # A library caller's settings do not drop it either: the backend narrows only a target that has it.
+    lint = check_model(read(path), path, Settings(target="coreml", backend="opencl"))
+    assert lint.verdict == "init-failure" and lint.backends["coreml"]["init"] == "init-failure"
+
+
+def test_core_ml_settings_in_the_configuration_file(models: Path) -> None:
+    """--coreml-version and --coreml-all-devices as gpulint.toml keys; a flag still overrides them."""
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    t = g.op("RELU", [g.op("RELU", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8])], [1, 4, 4, 8])
+    g.output(g.op("RESHAPE", [t, g.const("shape", np.array([1, 16, 8], np.int32))], [1, 16, 8]))
+    write(mb.build(), models / "reshape.tflite")
+    path = str(models / "reshape.tflite")
+    default = run(path, "--target", "coreml", "--exit-zero", cwd=models)[1]
+    assert "RESHAPE is not delegated with Core ML 3" in default and "GPU110" in default
+    (models / "gpulint.toml").write_text("coreml-version = 2\ncoreml-all-devices = true\n")
+    configured = run(path, "--target", "coreml", "--exit-zero", cwd=models)[1]
+    assert "RESHAPE" not in configured and "GPU110" not in configured and "verdict: ready" in configured
+    overridden = run(path, "--target", "coreml", "--coreml-version", "3", "--no-coreml-all-devices", cwd=models)[1]
+    assert "RESHAPE is not delegated with Core ML 3" in overridden and "GPU110" in overridden
+    matrix = json.loads(run(path, "--matrix", "--format", "json", cwd=models)[1])
+    assert matrix["settings"] == {"coreml_version": 2, "all_devices": True}
+    assert matrix["rows"][0]["cells"]["ios-coreml"]["outcome"] == "ready"
+    # The keys apply to the targets that have those settings: the classic target ignores them.
+    assert run(str(models / "clean.tflite"), cwd=models)[0] == 0
+    for bad, why in (
+        ("coreml-version = 4\n", "`coreml-version` must be 2 or 3"),
+        ('coreml-version = "2"\n', "`coreml-version` must be 2 or 3"),
+        ("coreml-all-devices = 1\n", "`coreml-all-devices` must be true or false"),
+    ):
+        (models / "gpulint.toml").write_text(bad)
+        code, _, err = run(path, "--target", "coreml", cwd=models)
+        assert code == 2 and err == f"gpulint: error: {models / 'gpulint.toml'}: {why}\n"

@@ -13,8 +13,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpulint"
 FLOORS: list[tuple[str, ...]] = [
     ("gpulint.text", "gpulint.atomic", "gpulint.model"),
     ("gpulint.compare", "gpulint.reference", "gpulint.passes", "gpulint.rules", "gpulint.executor"),
-    # orchestrators: they compose the libraries below for one command each
+    # orchestrators: they compose the libraries below for one command each; the settings they
+    # share, and the renderers of their results
     (
+        "gpulint.settings",
         "gpulint.check",
         "gpulint.fix",
         "gpulint.partitioned",

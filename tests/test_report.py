@@ -246,3 +246,31 @@ def test_report_verify_degrades_per_model(tmp_path: Path) -> None:
     first, second = html.split('<section class="model"')[1:3]
     assert re.search(r'class="ok">PASS</b>', first)
     assert "Not verified: " in second and "unresolved custom op" in second and "not verified" in r.stderr
+
+
+def test_report_settings_mean_what_they_mean_in_check(tmp_path: Path) -> None:
+    """`report` resolves its settings as `check` does: gpulint.toml first (it used to be ignored),
+    then the same flags, with the same errors."""
+    import os
+
+    path = tmp_path / "sample.tflite"
+    write(sample_model(), path)
+    (tmp_path / "gpulint.toml").write_text('target = "mediapipe"\nquantized = false\nignore = ["GPU4"]\n')
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        html = report(tmp_path, str(path), "--no-fix")
+        assert "target <b>mediapipe</b> · quantized-models flag <b>off</b>" in html
+        assert "GPU402</span>" not in html and "GPU101</span>" in html
+        html = report(tmp_path, str(path), "--no-fix", "--target", "classic", "--select", "GPU402", "--quantized")
+        assert "target <b>classic</b> · quantized-models flag <b>on</b>" in html
+        assert "GPU402</span>" in html and "GPU101</span>" not in html
+        for args, error in (
+            (["--target", "nope"], "unknown target `nope`; known: classic, mediapipe"),
+            (["--select", "GPU9"], "--select: `GPU9` matches no rule code or name"),
+            (["--target", "coreml", "--backend", "opengl"], "backend `opengl` does not apply to target `coreml`"),
+        ):
+            r = runner.invoke(app, ["report", str(path), *args, "-o", str(tmp_path / "x.html")])
+            assert r.exit_code == 2 and error in r.stderr and not (tmp_path / "x.html").exists()
+    finally:
+        os.chdir(old)
