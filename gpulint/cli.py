@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import warnings
-from collections import Counter
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 
     from gpulint.fix import FixReport
     from gpulint.model import Model
-    from gpulint.rules.pack import Rule
     from gpulint.settings import Settings
 
 app = typer.Typer(
@@ -86,6 +84,21 @@ class Severity(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"
+
+
+class VerifyFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class Precision(StrEnum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+
+
+class Distribution(StrEnum):
+    uniform = "uniform"
+    normal = "normal"
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -183,8 +196,8 @@ def check(
     coreml_all_devices: CoremlAllDevicesOption = None,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
-    from gpulint import output as render
     from gpulint.check import check_all
+    from gpulint.output import check as render
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
     settings = _settings(
@@ -292,11 +305,10 @@ def list_rules(
     ] = None,
 ) -> None:
     """List every rule: code, severity, name and what it flags."""
+    from gpulint.output.rules import render_catalogue, render_target
     from gpulint.rules.pack import PackError, builtin_rules, load_targets
 
-    for rule in builtin_rules().values():
-        fix = f"  [fix: {rule.fix_pass}]" if rule.fix_pass else ""
-        typer.echo(f"{rule.code}  {rule.severity:<7}  {rule.name:<28}  {rule.summary}{fix}")
+    typer.echo(render_catalogue(builtin_rules()))
     if target is None:
         return
     targets = load_targets()
@@ -306,52 +318,23 @@ def list_rules(
         fail(None, f"unknown target `{target}`; known: {', '.join(targets)}")
     except PackError as e:
         fail(None, str(e))
-    typer.echo(f"\n{t.name}: {t.title}\nsource: {t.source}")
-    if t.settings:
-        typer.echo("settings: " + ", ".join(f"{k}={v}" for k, v in t.settings.items()))
-    partitions = "no limit" if t.max_partitions == 0 else str(t.max_partitions)
-    typer.echo(f"partitions: {partitions}, at least {t.min_partition_nodes} node(s) each")
-    for name, support in [*sorted(t.ops.items()), *sorted(t.custom_ops.items())]:
-        version = f"v1-{support.max_version}" if support.max_version is not None else "any version"
-        checks = ", ".join(c.name for c in support.checks) or "-"
-        init = ", ".join(c.name for c in support.init_checks)
-        typer.echo(f"  {name:<28} {version:<12} checks: {checks}" + (f"; at init: {init}" if init else ""))
-        typer.echo(f"  {'':<28} source: {support.source or t.source}")
-    for b in t.backends.values():
-        extra = [*(f"{op}: no kernel" for op in b.no_kernel), *b.graph_checks]
-        typer.echo(f"  backend {b.name} ({b.title}): {', '.join(extra) or 'no known limits'}; source: {b.source}")
+    typer.echo("\n" + render_target(t))
 
 
 @app.command("rule")
-def explain_rule(code: Annotated[str, typer.Argument(help="A rule code (GPU101) or name (unsupported-op).")]) -> None:
+def explain_rule(
+    code: Annotated[str, typer.Argument(help="A rule code (GPU101) or name (unsupported-op).")],
+    output_format: Annotated[VerifyFormat, typer.Option("--format", help="Output format.")] = VerifyFormat.text,
+) -> None:
     """Explain one rule: what it flags, why, an example, the fix, and where it comes from."""
+    from gpulint.output.rules import render_rule, render_rule_json
     from gpulint.rules.pack import builtin_rules
 
     rules = builtin_rules()
     rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
     if rule is None:
         fail(None, f"no rule `{code}`; `gpulint rules` lists them")
-    typer.echo(render_rule(rule))
-
-
-def render_rule(rule: Rule) -> str:
-    lines = [
-        f"{rule.code} {rule.name} ({rule.severity}, {rule.category})",
-        "",
-        "What it does",
-        f"  {rule.summary}",
-        "",
-        "Why",
-        f"  {rule.rationale}",
-    ]
-    if rule.example:
-        lines += ["", "Example", f"  {rule.example}"]
-    if rule.use_instead:
-        lines += ["", "Use instead", f"  {rule.use_instead}"]
-    lines += ["", "Fix"]
-    lines.append(f"  gpulint fix --passes {rule.fix_pass} ({rule.fix_safety})" if rule.fix_pass else "  none automatic")
-    lines += ["", "Source"] + [f"  {ref}" for ref in rule.references]
-    return "\n".join(lines)
+    typer.echo(render_rule_json(rule) if output_format is VerifyFormat.json else render_rule(rule))
 
 
 @app.command()
@@ -396,6 +379,7 @@ def fix(
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter."""
     from gpulint.fix import FixError, fix_model, select_passes
     from gpulint.model import ModelError, read
+    from gpulint.output.fix import render_fix
     from gpulint.passes import PassOptions
     from gpulint.passes.static_shapes import parse_input_shape
 
@@ -425,27 +409,14 @@ def fix(
     except FixError as e:
         fail(path, str(e))
 
-    # Pass messages quote tensor names from the model: printable and bounded before they print.
-    for applied in report.applied:
-        for change in applied.changes:
-            typer.echo(f"{path}: {applied.name}: {clean(change, 400)}")
-    for line in report.rejected:
-        typer.echo(f"{path}: {clean(line, 400)}")
-    for line in report.skipped:
-        typer.echo(f"{path}: left alone by {clean(line, 400)}")
+    hidden = []
     if not unsafe_fixes and not passes:
         from gpulint.fix import unsafe_candidates
 
         hidden = unsafe_candidates(fixed)
-        if hidden:
-            typer.echo(f"{path}: {len(hidden)} unsafe pass(es) would apply: {', '.join(hidden)} (--unsafe-fixes)")
-    if diff:
-        typer.echo(_fix_diff(model, fixed, report))
-    if report.verified and report.applied:
-        errs = ", ".join(f"{e:.3g}" for e in report.max_error)
-        typer.echo(f"{path}: verified on the LiteRT CPU interpreter: max abs error per output {errs}")
-    if not report.applied:
-        typer.echo(f"{path}: nothing to change")
+    shown = render_fix(path, report, hidden, _fix_diff(model, fixed, report) if diff else None)
+    if shown:
+        typer.echo(shown)
     if html is not None:
         from gpulint.check import check_model
         from gpulint.model import to_bytes
@@ -498,6 +469,7 @@ def _verify_fixed(path: str, fixed: Model) -> None:
     import tempfile
 
     from gpulint.model import LossyWriteError, write
+    from gpulint.output.verify import render_verify
     from gpulint.verify import Request
 
     with tempfile.TemporaryDirectory(prefix="gpulint-fix-") as tmp:
@@ -510,47 +482,19 @@ def _verify_fixed(path: str, fixed: Model) -> None:
     if error is not None:  # the staged copy is gpulint's, not the user's: name the model they gave
         fail(path, f"--verify cannot run: {error.replace(str(candidate), 'the fixed model')}")
     result.candidate = "fixed model"
-    typer.echo(_verify_text(result))
+    typer.echo(render_verify(result))
     if not result.passed:
         typer.echo(f"gpulint: {path}: the fixed model fails verification; nothing written", err=True)
         raise typer.Exit(EXIT_FINDINGS)
 
 
 def _fix_diff(before: Model, after: Model, report: FixReport) -> str:
-    from gpulint.rules import pack
-    from gpulint.rules.engine import Linter
+    from gpulint.check import check_model
+    from gpulint.output.fix import render_fix_diff
+    from gpulint.settings import Settings
 
-    ops = [
-        f"  {op:<24} {report.ops_before[op]:>4} -> {report.ops_after[op]}"
-        for op in sorted(set(report.ops_before) | set(report.ops_after))
-        if report.ops_before[op] != report.ops_after[op]
-    ]
-    lines = ["ops:", *ops] if ops else ["ops: unchanged"]
-    lines.append(f"tensors: {report.tensors_before} -> {report.tensors_after}")
-    size = [sum(len(buf.data) for buf in m.buffers) for m in (before, after)]
-    lines.append(f"constant bytes: {size[0]:,} -> {size[1]:,}")
-    targets = pack.load_targets()
-    linter = Linter(targets["classic"], targets=targets)
-    found = [Counter(f.code for f in linter.lint(m).findings) for m in (before, after)]
-    gone, new = found[0] - found[1], found[1] - found[0]
-    lines.append("check findings gone: " + (", ".join(f"{c} x{n}" for c, n in sorted(gone.items())) or "none"))
-    lines.append("check findings new: " + (", ".join(f"{c} x{n}" for c, n in sorted(new.items())) or "none"))
-    return "\n".join(lines)
-
-
-class VerifyFormat(StrEnum):
-    text = "text"
-    json = "json"
-
-
-class Precision(StrEnum):
-    fp32 = "fp32"
-    fp16 = "fp16"
-
-
-class Distribution(StrEnum):
-    uniform = "uniform"
-    normal = "normal"
+    checked = (check_model(before, "", Settings()), check_model(after, "", Settings()))
+    return render_fix_diff(before, after, report, checked)
 
 
 @app.command()
@@ -582,6 +526,7 @@ def verify(
 ) -> None:
     """Run the model on the OpenCL executor (CPU partitions on LiteRT) and compare with the LiteRT
     CPU interpreter. Exit 0 PASS, 1 FAIL, 2 error."""
+    from gpulint.output.verify import render_verify
     from gpulint.verify import Request, Tolerance
 
     def stop(where: str | os.PathLike[str] | None, message: str) -> NoReturn:
@@ -626,7 +571,7 @@ def verify(
     if output_format is VerifyFormat.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        typer.echo(_verify_text(result))
+        typer.echo(render_verify(result))
     raise typer.Exit(0 if result.passed else 1)
 
 
@@ -663,89 +608,6 @@ def _try_verify(req: Any, device_spec: str | None) -> tuple[Any, str | None, Pat
 COMPILER_NOTE = "(Non-empty compiler output|From-source build succeeded)"
 
 
-def _verify_text(result: Any) -> str:
-    lines = [
-        f"{clean(result.candidate, 300)}: {'PASS' if result.passed else 'FAIL'} against the LiteRT CPU interpreter "
-        f"on {clean(result.model, 300)} ({result.runs} run(s), {result.precision}, {result.device})"
-    ]
-    for p in result.partitions:
-        lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
-    if result.noise_probe:
-        lines.append(f"  CPU noise: {result.noise_probe}")
-    for r in result.integer_inputs:
-        lines.append(f"  input {r['input']}: random integers in [{r['low']}, {r['high']}]: {r['note']}")
-    if result.cpu_reference:
-        lines.append(f"  CPU reference: {result.cpu_reference}")
-    for o in result.outputs:
-        lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
-        for kind, v in o.comparisons().items():
-            lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}: {_verdict_text(v)}")
-            if v.reason:
-                lines.append(f"             {clean(v.reason, 500)}")
-        if o.hybrid_gap is not None and o.hybrid_gap["max_abs_error"] is not None:
-            g = o.hybrid_gap
-            gap = f"max abs {g['max_abs_error']:.3g}, max rel {g['max_rel_error']:.3g}"
-            lines.append(f"    hybrid kernels vs float (information): {gap}")
-        f = o.first_nonfinite
-        if f is not None:
-            where = f"op {f['op_index']} {f['op']} -> {clean(f['tensor'], 200)}" if f.get("op") else f["note"]
-            if f.get("constant"):
-                where += f", reading constant {clean(f['constant'], 200)}, which holds NaN/Inf"
-            if f.get("found_on"):
-                where += f" (seen on the {f['found_on']})"
-            lines.append(f"    first NaN/Inf ({f['side']}): {where}")
-    if result.attribution:
-        lines.append(f"  attribution: {result.attribution}")
-    if result.bisect is not None:
-        b = result.bisect
-        if b.get("op"):
-            what = "first op to make a NaN/Inf" if b.get("first_nonfinite") else "first divergence"
-            lines.append(
-                f"  {what} ({b['comparison']}): op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
-                f"({clean(b['reason'], 300)}; {b['compared']} tensors compared)"
-            )
-            if b.get("drift_before"):
-                d = b["drift_before"]
-                lines.append(f"    before it, op {d['op_index']} {d['op']} drifts (finite): {clean(d['reason'], 300)}")
-        else:
-            lines.append(f"  bisect ({b['comparison']}): {b['note']} ({b['compared']} tensors compared)")
-    secs = ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items())
-    lines.append(f"  time: {secs}")
-    return "\n".join(lines)
-
-
-def _verdict_text(v: Any) -> str:
-    """One comparison's numbers: the tolerance, why it is that, and the statistic that decided."""
-    m, t = v.metrics, v.tolerance
-    if not m:
-        return ""
-    rule = t.rule()
-    if m["max_abs_error"] is None:
-        return f"no value is a number on both sides ({nonfinite_text(m)}); tolerance {rule} ({t.source})"
-    text = (
-        f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, max rel {m['max_rel_error']:.3g}, "
-        f"cosine {m['cosine_similarity']:.6f}"
-    )
-    if "worst" in m and t.statistic == "max":
-        text += f", worst {m['worst']['error_over_tolerance']:.3g} x its tolerance"
-    if m["nonfinite_mismatch"] or m.get("nonfinite_on_both"):
-        text += f" (over the {m['compared']} values that are numbers on both sides; {nonfinite_text(m)})"
-    if "top1_agreement" in m:
-        text += f", top-1 {m['top1_agreement']:.0%}, top-5 {m['top5_agreement']:.0%}"
-    return f"{text}; tolerance {rule} ({t.source})"
-
-
-def nonfinite_text(m: dict[str, Any]) -> str:
-    """How many values are NaN/Inf, and where: "NaN/Inf in 256 of 256 values: 256 on both sides"."""
-    sides = [
-        (m.get("nonfinite_on_both", 0), "on both sides"),
-        (m["nonfinite_in_reference"], "in the reference only"),
-        (m["nonfinite_in_candidate"], "in the candidate only"),
-    ]
-    total = sum(n for n, _ in sides)
-    return f"NaN/Inf in {total} of {m.get('values', '?')} values: " + ", ".join(f"{n} {w}" for n, w in sides if n)
-
-
 @app.command("bench")
 def bench_command(
     path: Annotated[str, typer.Argument(help="The .tflite model to time.")],
@@ -761,6 +623,7 @@ def bench_command(
     from gpulint.bench import bench
     from gpulint.executor import ExecutorError, select_device
     from gpulint.model import ModelError
+    from gpulint.output.bench import render_bench
     from gpulint.reference import ReferenceError
 
     try:
@@ -772,21 +635,7 @@ def bench_command(
     if output_format is VerifyFormat.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
-    typer.echo(f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs")
-    typer.echo(f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms")
-    typer.echo(f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})")
-    for p in result.partitions if any(p["kind"] == "cpu" for p in result.partitions) else []:
-        typer.echo(f"    partition {p['kind']:3} {p['ms']:8.3f} ms on {p['ran_on']}: {clean(p['summary'], 300)}")
-    for warning in result.warnings:
-        typer.echo(f"  warning: {warning}")
-    if result.cold_start_s is not None and result.cached_start_s is not None:
-        typer.echo(
-            f"  start (read, build, first run): cold {result.cold_start_s:.2f} s, cached {result.cached_start_s:.2f} s"
-        )
-    typer.echo("  kernel time per op (slowest 15):")
-    for row in result.ops[:15]:
-        number = f"{row['op_index']:5d}" if row["op_index"] >= 0 else "    -"
-        typer.echo(f"    {number} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
+    typer.echo(render_bench(path, result))
 
 
 @app.command()
@@ -900,11 +749,11 @@ def demo(
     and verify the fixed model on the OpenCL executor."""
     import numpy as np
 
-    from gpulint import output as render
     from gpulint import reference
     from gpulint.atomic import write_atomic
     from gpulint.check import check_file
     from gpulint.model import read, write
+    from gpulint.output import check as render
     from gpulint.rules.pack import builtin_rules
     from gpulint.sample import sample_model
     from gpulint.settings import Settings
@@ -958,10 +807,11 @@ def demo(
     typer.echo(f"  check on the fixed model: verdict {rechecked.verdict} ({rechecked.reason})")
     typer.echo("")
     typer.echo("gpulint verify (the fixed model on the OpenCL executor vs the original on the CPU interpreter):")
+    from gpulint.output.verify import render_verify
     from gpulint.verify import Request
 
     verified = _run_verify(Request(sample, out / "sample.fixed.tflite", runs=2), None)
-    typer.echo(_verify_text(verified))
+    typer.echo(render_verify(verified))
     write_atomic(out / "sample.verify.json", [json.dumps(verified.to_json(), indent=2).encode() + b"\n"])
     typer.echo("")
     typer.echo(

@@ -16,10 +16,12 @@ from typing import Any
 import jinja2
 
 from gpulint import __version__
-from gpulint.check import FileResult, Settings
+from gpulint.check import FileResult
 from gpulint.fix import FixReport
 from gpulint.model.ir import Model
+from gpulint.output.rules import rule_doc
 from gpulint.rules.pack import Rule, builtin_rules
+from gpulint.settings import Settings
 from gpulint.text import clean, op_ranges
 
 NODE_W, NODE_H, GAP_X, GAP_Y = 170, 36, 24, 30
@@ -138,22 +140,22 @@ def _findings(result: FileResult, rules: dict[str, Rule]) -> list[dict[str, Any]
     out = []
     for code in sorted(groups, key=lambda c: (-["info", "warning", "error"].index(rules[c].severity), c)):
         fs = groups[code]
-        rule = rules[code]
+        doc = rule_doc(rules[code])  # the rule's docs as `gpulint rule` and SARIF give them
         ops = [f.op_index for f in fs if f.op_index is not None]
         out.append(
             {
                 "code": code,
-                "name": rule.name,
-                "severity": rule.severity,
+                "name": doc.name,
+                "severity": doc.severity,
                 "count": len(fs),
-                "summary": rule.summary,
-                "rationale": rule.rationale,
-                "use_instead": rule.use_instead,
-                "fix": f"gpulint fix --passes {rule.fix_pass} ({rule.fix_safety})" if rule.fix_pass else None,
+                "summary": doc.summary,
+                "rationale": doc.rationale,
+                "use_instead": doc.use_instead,
+                "fix": doc.fix,
                 "ops": op_ranges(ops) if ops else "",
                 "messages": list(dict.fromkeys(f.message for f in fs))[:8],
                 "more": max(0, len(set(f.message for f in fs)) - 8),
-                "references": list(rule.references),
+                "references": list(doc.references),
             }
         )
     return out

@@ -348,3 +348,25 @@ def test_core_ml_settings_in_the_configuration_file(models: Path) -> None:
         (models / "gpulint.toml").write_text(bad)
         code, _, err = run(path, "--target", "coreml", cwd=models)
         assert code == 2 and err == f"gpulint: error: {models / 'gpulint.toml'}: {why}\n"
+
+
+def test_every_surface_reads_the_one_rule_doc(models: Path) -> None:
+    """`gpulint rule CODE` (text and JSON), SARIF's descriptor and the HTML report's finding come
+    from one rendering of the rule (output.rules.rule_doc): the fix line is written once."""
+    from gpulint.output.rules import rule_doc
+    from gpulint.rules.pack import builtin_rules
+
+    for code, rule in builtin_rules().items():
+        doc = rule_doc(rule)
+        text = runner.invoke(app, ["rule", code]).stdout
+        as_json = json.loads(runner.invoke(app, ["rule", code, "--format", "json"]).stdout)
+        assert as_json == doc.to_json() and as_json["code"] == code
+        assert f"\nFix\n  {doc.fix or 'none automatic'}\n" in text
+        for part in (doc.summary, doc.rationale, doc.example, doc.use_instead, *doc.references):
+            assert part in text
+    sarif = json.loads(run(str(models / "clean.tflite"), "--format", "sarif")[1])
+    for descriptor in sarif["runs"][0]["tool"]["driver"]["rules"]:
+        doc = rule_doc(builtin_rules()[descriptor["id"]])
+        markdown = descriptor["help"]["markdown"]
+        assert (f"**Fix:** `{doc.fix_command}` ({doc.fix_safety})" in markdown) == (doc.fix is not None)
+        assert doc.summary in markdown and doc.rationale in markdown

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpulint import __version__
 from gpulint.check import FileResult
+from gpulint.output.rules import rule_markdown
 from gpulint.rules.engine import Finding
 from gpulint.rules.pack import Rule
 from gpulint.text import clean, op_ranges
@@ -122,19 +123,12 @@ def render_json(results: list[FileResult], target: str, quantized: bool, backend
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
-    help_md = (
-        f"**{rule.name}** ({rule.code})\n\n{rule.summary}\n\n**Why:** {rule.rationale}\n\n"
-        + (f"**Example:** {rule.example}\n\n" if rule.example else "")
-        + (f"**Use instead:** {rule.use_instead}\n\n" if rule.use_instead else "")
-        + (f"**Fix:** `gpulint fix --passes {rule.fix_pass}` ({rule.fix_safety})\n\n" if rule.fix_pass else "")
-        + "".join(f"- {ref}\n" for ref in rule.references)
-    )
     return {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.rationale},
-        "help": {"text": f"{rule.summary} {rule.rationale}", "markdown": help_md},
+        "help": {"text": f"{rule.summary} {rule.rationale}", "markdown": rule_markdown(rule)},
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {"category": rule.category, "tags": ["gpu", rule.category]},
     }

@@ -1,0 +1,34 @@
+"""`gpulint bench`'s result as terminal text: both latencies and their ratio, the partitions
+when some run on the CPU, warnings, start times, and the slowest kernels per op."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpulint.text import clean
+
+if TYPE_CHECKING:
+    from gpulint.bench import BenchResult
+
+SLOWEST = 15
+
+
+def render_bench(path: str, result: BenchResult) -> str:
+    lines = [
+        f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs",
+        f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms",
+        f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})",
+    ]
+    for p in result.partitions if any(p["kind"] == "cpu" for p in result.partitions) else []:
+        lines.append(f"    partition {p['kind']:3} {p['ms']:8.3f} ms on {p['ran_on']}: {clean(p['summary'], 300)}")
+    for warning in result.warnings:
+        lines.append(f"  warning: {warning}")
+    if result.cold_start_s is not None and result.cached_start_s is not None:
+        lines.append(
+            f"  start (read, build, first run): cold {result.cold_start_s:.2f} s, cached {result.cached_start_s:.2f} s"
+        )
+    lines.append(f"  kernel time per op (slowest {SLOWEST}):")
+    for row in result.ops[:SLOWEST]:
+        number = f"{row['op_index']:5d}" if row["op_index"] >= 0 else "    -"
+        lines.append(f"    {number} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""`gpulint fix`'s report as terminal text: what each pass changed or left alone, what an unsafe
+pass would change, and with --diff the ops, tensors, constant bytes and check findings before
+and after. Pass messages quote tensor names from the model: printable and bounded before they
+print."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from gpulint.text import clean
+
+if TYPE_CHECKING:
+    from gpulint.check import FileResult
+    from gpulint.fix import FixReport
+    from gpulint.model import Model
+
+
+def render_fix(path: str, report: FixReport, unsafe: list[str], diff: str | None = None) -> str:
+    """`unsafe`: the unsafe passes that would change the fixed model (--unsafe-fixes)."""
+    lines = [f"{path}: {a.name}: {clean(change, 400)}" for a in report.applied for change in a.changes]
+    lines += [f"{path}: {clean(line, 400)}" for line in report.rejected]
+    lines += [f"{path}: left alone by {clean(line, 400)}" for line in report.skipped]
+    if unsafe:
+        lines.append(f"{path}: {len(unsafe)} unsafe pass(es) would apply: {', '.join(unsafe)} (--unsafe-fixes)")
+    if diff is not None:
+        lines.append(diff)
+    if report.verified and report.applied:
+        errs = ", ".join(f"{e:.3g}" for e in report.max_error)
+        lines.append(f"{path}: verified on the LiteRT CPU interpreter: max abs error per output {errs}")
+    if not report.applied:
+        lines.append(f"{path}: nothing to change")
+    return "\n".join(lines)
+
+
+def render_fix_diff(before: Model, after: Model, report: FixReport, checked: tuple[FileResult, FileResult]) -> str:
+    """--diff: op counts that changed, tensors, constant bytes, and check's findings gone and new
+    (`checked`: check on the model before and after)."""
+    ops = [
+        f"  {op:<24} {report.ops_before[op]:>4} -> {report.ops_after[op]}"
+        for op in sorted(set(report.ops_before) | set(report.ops_after))
+        if report.ops_before[op] != report.ops_after[op]
+    ]
+    lines = ["ops:", *ops] if ops else ["ops: unchanged"]
+    lines.append(f"tensors: {report.tensors_before} -> {report.tensors_after}")
+    size = [sum(len(buf.data) for buf in m.buffers) for m in (before, after)]
+    lines.append(f"constant bytes: {size[0]:,} -> {size[1]:,}")
+    found = [Counter(f.code for f in r.findings) for r in checked]
+    gone, new = found[0] - found[1], found[1] - found[0]
+    lines.append("check findings gone: " + (", ".join(f"{c} x{n}" for c, n in sorted(gone.items())) or "none"))
+    lines.append("check findings new: " + (", ".join(f"{c} x{n}" for c, n in sorted(new.items())) or "none"))
+    return "\n".join(lines)
