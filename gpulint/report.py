@@ -8,6 +8,7 @@ bounded (`gpulint.text.clean`) before they reach the template, which escapes the
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any
 import jinja2
 
 from gpulint import __version__
-from gpulint.check import FileResult
-from gpulint.fix import FixReport
+from gpulint.check import FileResult, check_model
+from gpulint.fix import FixError, FixReport, fix_model, select_passes
+from gpulint.model import ModelError, read, to_bytes
 from gpulint.model.ir import Model
 from gpulint.output.rules import rule_doc
+from gpulint.passes import PassOptions
 from gpulint.rules.pack import Rule, builtin_rules
 from gpulint.settings import Settings
 from gpulint.text import clean, op_ranges
@@ -173,6 +176,39 @@ def _coverage(result: FileResult) -> dict[str, Any]:
         "mac_share": share,
         "severity": dict(Counter(f.severity for f in result.findings)),
     }
+
+
+@dataclass
+class Built:
+    """One model's section of the report, and what went wrong on the way (for the terminal)."""
+
+    section: dict[str, Any]
+    model: Model | None = None
+    result: FileResult | None = None
+    error: str | None = None  # why the model could not be read: the section says only that
+    fix_error: str | None = None  # why there is no fix preview
+
+
+def build_section(path: str, settings: Settings, with_fix: bool) -> Built:
+    """Read, check and (with_fix) preview the safe fix of one model. Each model, and each part of
+    it, degrades on its own: an unreadable model gets a section saying why, a fix that cannot run
+    a section without the preview."""
+    try:
+        model = read(path)
+    except ModelError as e:
+        return Built(error_section(path, str(e)), error=str(e))
+    except OSError as e:
+        return Built(error_section(path, e.strerror or str(e)), error=e.strerror or str(e))
+    result = check_model(model, path, settings)
+    size = os.path.getsize(path)
+    summary, fix_error = None, None
+    if with_fix:
+        try:
+            fixed, report = fix_model(Path(path), model, select_passes(None, False), PassOptions(keep_fp16=True))
+            summary = FixSummary(report, result, check_model(fixed, path, settings), size, len(to_bytes(fixed)))
+        except FixError as e:
+            fix_error = clean(str(e), 1000) or "?"
+    return Built(model_section(model, result, settings, size, summary, fix_error), model, result, None, fix_error)
 
 
 def error_section(path: str, message: str) -> dict[str, Any]:

@@ -350,6 +350,54 @@ def test_core_ml_settings_in_the_configuration_file(models: Path) -> None:
         assert code == 2 and err == f"gpulint: error: {models / 'gpulint.toml'}: {why}\n"
 
 
+@pytest.fixture
+def broken_metal_pack(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The built-in metal pack as if its YAML were broken (a bad edit, a bad install)."""
+    from gpulint.rules import pack
+
+    message = "gpulint/rules/targets/metal.yaml:3: not valid YAML: mapping values are not allowed here"
+    real = pack._builtin_target
+
+    def builtin(name: str) -> pack.Target:
+        if name == "metal":
+            raise pack.PackError(message)
+        return real(name)
+
+    monkeypatch.setattr(pack, "_builtin_target", builtin)
+    return message
+
+
+def test_a_broken_built_in_pack_is_one_error(models: Path, broken_metal_pack: str, tmp_path: Path) -> None:
+    """A built-in pack is read on first use. `check --target` read it in its settings step, but
+    `check --matrix`, `report --target` and `verify --target` read it while working, and the
+    PackError came out as a traceback. Now every command reads it in the settings step."""
+    path = str(models / "sample.tflite")
+    for args in (
+        ["check", path, "--target", "metal"],
+        ["check", path, "--matrix"],
+        ["report", path, "--target", "metal", "-o", str(tmp_path / "r.html")],
+        ["verify", path, "--target", "metal"],
+        ["rules", "--target", "metal"],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.exception)
+        assert r.stderr == f"gpulint: error: {broken_metal_pack}\n", args
+    assert not (tmp_path / "r.html").exists()
+    assert run(path, "--exit-zero")[0] == 0  # the other targets still work
+
+
+def test_a_broken_rule_catalogue_is_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulint.rules import pack
+
+    def broken() -> dict[str, pack.Rule]:
+        raise pack.PackError("gpulint/rules/rules.yaml:7: `severity`: expected one of: error, warning, info")
+
+    monkeypatch.setattr(pack, "builtin_rules", broken)
+    for args in (["rules"], ["rule", "GPU101"], ["check", "x.tflite"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and r.stderr.startswith("gpulint: error: gpulint/rules/rules.yaml:7: "), args
+
+
 def test_every_surface_reads_the_one_rule_doc(models: Path) -> None:
     """`gpulint rule CODE` (text and JSON), SARIF's descriptor and the HTML report's finding come
     from one rendering of the rule (output.rules.rule_doc): the fix line is written once."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import corpus_file
+from helpers import needs_opencl
 from typer.testing import CliRunner
 
 from gpulint import __version__
@@ -144,3 +146,51 @@ def test_report_partition_numbers_do_not_wrap(tmp_path: Path) -> None:
             rules[selector.strip()] = rules.get(selector.strip(), "") + body
     for selector in ("td.num", "th.num", "table.parts td:not(.mono)", "table.parts th"):
         assert "white-space: nowrap" in rules.get(selector, ""), selector
+
+
+def test_verify_resolves_its_target_as_check_does(tmp_path: Path) -> None:
+    """`verify --target` is resolved (and refused) as in `check`, from gpulint.toml too; the error
+    reaches a JSON reader as the one object verify prints in every outcome."""
+    import os
+
+    path = sample_path(tmp_path)
+    r = runner.invoke(app, ["verify", str(path), "--target", "nope"])
+    known = "unknown target `nope`; known: classic, mediapipe, docs-2019, litert-gpu, metal, coreml"
+    assert r.exit_code == 2 and r.stderr == f"gpulint: error: {known}\n"
+    r = runner.invoke(app, ["verify", str(path), "--target", "nope", "--format", "json"])
+    assert r.exit_code == 2 and json.loads(r.stdout) == {
+        "model": str(path),
+        "candidate": str(path),
+        "status": "ERROR",
+        "error": known,
+    }
+    (tmp_path / "vendor.yaml").write_text("target: vendor\nbase: classic\n")
+    (tmp_path / "gpulint.toml").write_text('rules = ["vendor.yaml"]\ntarget = "vendor"\n')
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["verify", str(path)])
+    finally:
+        os.chdir(old)
+    assert r.exit_code == 2 and "target `vendor` comes from a rule pack" in r.stderr
+
+
+@needs_opencl()
+def test_bench_prints_no_compiler_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyopencl's CompilerWarning (PoCL's notes on float16 vectors at fp16) was filtered around
+    verify but printed by bench on a cold kernel cache."""
+    import warnings
+
+    from helpers import conv_model
+
+    from gpulint.executor import program
+
+    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setattr(program, "_PROGRAMS", {})  # build every kernel again
+    path = tmp_path / "conv.tflite"
+    write(conv_model(32), path)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = runner.invoke(app, ["bench", str(path), "--precision", "fp16", "--runs", "2", "--no-start"])
+    assert r.exit_code == 0, r.output
+    assert not [w for w in seen if type(w.message).__name__ == "CompilerWarning"], seen[0].message

@@ -161,3 +161,23 @@ def test_nothing_to_change_copies_the_input_bytes(sample: Path, tmp_path: Path) 
     assert fixed.read_bytes() == before and fixed.stat().st_mtime_ns == stamp
     r = runner.invoke(app, ["fix", str(fixed), "--dry-run", "--diff"])
     assert "ops:" not in r.stdout.splitlines() and "ops: unchanged" in r.stdout
+
+
+def test_diff_and_html_check_with_the_settings_check_uses(sample: Path, tmp_path: Path) -> None:
+    """fix --diff counted findings of the classic target with every rule, and --html used default
+    settings, whatever gpulint.toml said; both now check as `check` would (the one resolver)."""
+    import os
+
+    (tmp_path / "gpulint.toml").write_text('ignore = ["GPU1"]\n')
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        r = runner.invoke(app, ["fix", str(sample), "--dry-run", "--diff", "--html", str(tmp_path / "f.html")])
+        assert r.exit_code == 0, r.output
+        assert "check findings gone: GPU301 x1, GPU402 x1, GPU601 x1, GPU602 x1" in r.stdout
+        html = (tmp_path / "f.html").read_text()
+        assert "GPU402</span>" in html and "GPU101</span>" not in html
+        r = runner.invoke(app, ["fix", str(sample), "--dry-run", "--diff", "--target", "nope"])
+        assert r.exit_code == 2 and "unknown target `nope`" in r.stderr
+    finally:
+        os.chdir(old)

@@ -1,0 +1,136 @@
+"""`gpulint check`: settings -> check_all (or the device matrix) -> a renderer -> an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpulint.cli import common
+from gpulint.cli.common import EXIT_FINDINGS, EXIT_USAGE, Format, Severity, fail, user_errors
+
+if TYPE_CHECKING:
+    from gpulint.settings import Settings
+
+
+def check(
+    paths: Annotated[list[str], typer.Argument(help=".tflite files, or folders to search for *.tflite.")],
+    select: common.Select = None,
+    extend_select: common.ExtendSelect = None,
+    ignore: common.Ignore = None,
+    target: common.Target = None,
+    quantized: common.Quantized = None,
+    backend: common.Backend = None,
+    rules: common.Rules = None,
+    config: common.Config = None,
+    output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when there are findings.")] = False,
+    fail_on: Annotated[Severity, typer.Option(help="Lowest severity that makes the exit code 1.")] = Severity.error,
+    statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
+    html: Annotated[Path | None, typer.Option(help="Also write an HTML readiness report of the checked files.")] = None,
+    matrix: Annotated[
+        bool,
+        typer.Option(
+            "--matrix",
+            help="One row per model, one column per device family (Android OpenCL / OpenGL ES, LiteRT GPU, "
+            "iOS Metal, iOS Core ML): outcome, share of ops delegated, partitions, first reason.",
+        ),
+    ] = False,
+    coreml_version: common.CoremlVersion = None,
+    coreml_all_devices: common.CoremlAllDevices = None,
+) -> None:
+    """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
+    from gpulint.check import check_all, discover
+    from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
+    from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
+
+    settings = common.resolve_settings(
+        config=config,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        rules=rules,
+        target=target,
+        quantized=quantized,
+        backend=backend,
+        coreml_version=coreml_version,
+        coreml_all_devices=coreml_all_devices,
+        matrix=matrix,
+    )
+    if matrix:
+        if output_format not in (Format.text, Format.json):
+            fail(None, "--matrix writes text or json")
+        _check_matrix(paths, settings, output_format is Format.json, output, html)
+        return
+
+    # A progress bar on a terminal when there are several files; never in logs or pipes.
+    total = sum(1 for _, err in discover(paths) if err is None) if sys.stderr.isatty() else 0
+    if total > 1:
+        with typer.progressbar(length=total, label="checking", file=sys.stderr) as bar:
+            results = check_all(paths, settings, jobs, bar.update)
+    else:
+        results = check_all(paths, settings, jobs)
+
+    for r in results:
+        if r.error is not None:
+            typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
+    if output_format is Format.json:
+        text = render_json(results, settings.target, settings.quantized, settings.backend)
+    elif output_format is Format.sarif:
+        text = render_sarif(results, builtin_rules())
+    elif output_format is Format.github:
+        text = render_github(results)
+    else:
+        text = render_text(results, verbose=verbose, statistics=statistics)
+    if output is not None:
+        common.write_text(output, text)
+    elif text:
+        typer.echo(text)
+    if output_format is not Format.text and statistics:
+        typer.echo("\n".join(render_statistics(results)), err=True)
+    if html is not None:
+        from gpulint.model import read
+        from gpulint.report import model_section
+
+        sections = [
+            model_section(read(r.path), r, settings, os.path.getsize(r.path)) for r in results if r.error is None
+        ]
+        common.write_report(html, sections)
+
+    if any(r.error is not None for r in results):
+        raise typer.Exit(EXIT_USAGE)
+    if not exit_zero and any(r.worst() >= SEVERITY_RANK[fail_on.value] for r in results):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _check_matrix(paths: list[str], settings: Settings, as_json: bool, output: Path | None, html: Path | None) -> None:
+    """`check --matrix`: every model against every device family's target."""
+    from gpulint import matrix as mx
+    from gpulint.check import discover
+
+    found = list(discover(paths))
+    for p, err in found:
+        if err is not None:
+            typer.echo(f"gpulint: error: {p}: {err}", err=True)
+    with user_errors(None):  # the matrix reads every target pack: a broken one is one error
+        rows = mx.matrix([p for p, err in found if err is None], settings.quantized, settings.target_settings)
+    for r in rows:
+        if r.error is not None:
+            typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
+    text = mx.render_json(rows, settings.quantized, settings.target_settings) if as_json else mx.render_text(rows)
+    if output is not None:
+        common.write_text(output, text)
+    else:
+        typer.echo(text)
+    if html is not None:
+        from gpulint.report import matrix_section
+
+        common.write_report(html, [], matrix_section(rows))
+    if any(err is not None for _, err in found) or any(r.error is not None for r in rows):
+        raise typer.Exit(EXIT_USAGE)
