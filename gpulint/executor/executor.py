@@ -50,16 +50,16 @@ class Executor:
             raise ExecutorError(f"precision must be fp32 or fp16, not {self.precision}")
         device = self.device = self.device or select_device()
         self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
-        fusing = not self.keep_intermediates
-        prepared = prepare(self.source, fusing)
+        keep = self.keep_intermediates  # then no op fuses and no buffer is reused
+        prepared = prepare(self.source, fusing=not keep)
         self.model = prepared.model
         self.sg = self.model.subgraphs[0]
         self.edges_in = prepared.edges_in  # graph input -> (float tensor, quantization)
         self.edges_out = prepared.edges_out  # graph output -> (float tensor, quantization)
         view = GraphView(self.model)
-        plan = fusion.plan(view) if fusing else FusionPlan()
-        self.pool = None  # buffers reused by lifetime; with keep_intermediates one per tensor
-        if fusing:
+        plan = FusionPlan() if keep else fusion.plan(view)
+        self.pool = None  # buffers reused by tensor lifetime
+        if not keep:
             self.pool = BufferPool(view, prepared.host_side)
             for oi, (pad, _, _) in plan.pad_merges.items():  # the PAD's input is now read by the conv, later
                 self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)

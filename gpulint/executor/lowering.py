@@ -47,11 +47,11 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
             cx.buffers.release_after(oi)
             continue
         try:
-            view = cx.view.op(oi)
+            this = cx.view.op(oi)  # its options and activation: a bad activation is a ValueError, not a gap
             lowering = LOWER.get(name)
             if lowering is None:
                 raise ExecutorError(name)
-            done.launches += lowering(cx, view)
+            done.launches += lowering(cx, this)
         except DeviceError as e:  # not a gap in the executor: the device refused
             raise DeviceError(f"op {oi} {name}: {e}") from None
         except (movement.Unsupported, ExecutorError) as e:
