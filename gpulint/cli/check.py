@@ -46,10 +46,7 @@ def check(
     coreml_all_devices: common.CoremlAllDevices = None,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
-    from gpulint.check import check_all, discover
-    from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
-    from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
-
+    # The settings first: a bad flag, configuration or pack is one error before the checker loads.
     settings = common.resolve_settings(
         config=config,
         select=select,
@@ -63,6 +60,10 @@ def check(
         coreml_all_devices=coreml_all_devices,
         matrix=matrix,
     )
+    from gpulint.check import check_all, discover
+    from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
+    from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
+
     if matrix:
         if output_format not in (Format.text, Format.json):
             fail(None, "--matrix writes text or json")
