@@ -13,7 +13,7 @@ from gpulint.executor.buffers import Buffers
 from gpulint.executor.device import Device
 from gpulint.executor.fusion import Epilogue, FusionPlan
 from gpulint.executor.graph import GraphView
-from gpulint.executor.launch import Launch, bind, int2
+from gpulint.executor.launch import Launch, int2, new_launch
 
 
 @dataclass
@@ -37,7 +37,7 @@ class LowerContext:
         """Kernel `kernel` bound for op `oi`, named for the op and the ops fused into it (CONV_2D+ADD)."""
         ops = self.view.sg.operators
         name = "+".join(self.view.name(ops[i]) for i in [oi, *self.plan.chains.get(oi, [])])
-        return bind(self.device, self.half, oi, name, kernel, args, size, defines)
+        return new_launch(self.device, oi, name, kernel, args, size, defines)
 
     def window_input(
         self, oi: int, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int], padding: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpulint.executor.errors import ExecutorError
@@ -52,7 +53,15 @@ def opencl() -> Any:
     return pyopencl
 
 
+def cache_dir() -> Path:
+    """Where compiled kernels are kept between processes: gpulint's program binaries, and PoCL's
+    own cache under pocl/. One folder a CI job can keep (README: "Kernel cache")."""
+    return Path(os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels"))
+
+
 def select_device(spec: str | None = None) -> Device:
+    # PoCL reads POCL_CACHE_DIR when it first lists its devices, so this goes before that.
+    os.environ.setdefault("POCL_CACHE_DIR", str(cache_dir() / "pocl"))
     cl = opencl()
     spec = spec if spec is not None else os.environ.get("GPULINT_CL_DEVICE")
     try:

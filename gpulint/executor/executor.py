@@ -68,6 +68,7 @@ class Executor:
         self.input_launches = lowered.input_launches  # raw input -> slices, before `launches`
         self.launches = lowered.launches
         self.raw_inputs = lowered.raw_inputs  # graph input -> its buffer as given (float, BHWC)
+        launch.bind_all(device, self.precision == "fp16", self.input_launches + self.launches)
 
     def run(self, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """One inference. A device failure (out of memory, a lost device) is an ExecutorError

@@ -20,7 +20,8 @@ class Launch:
     args: list[Any]
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None = None  # None: the driver picks
-    bound: Any = None  # a cl.Kernel of its own with the arguments set, so a run only enqueues
+    defines: str = ""  # compiled in ahead of the kernel: a fused conv's steps, an elementwise op
+    bound: Any = None  # a cl.Kernel of its own with the arguments set (bind_all), so a run only enqueues
 
 
 @dataclass
@@ -48,9 +49,8 @@ def float2(a: float, b: float) -> Any:
     return cltypes.make_float2(a, b)  # type: ignore[attr-defined]
 
 
-def bind(
+def new_launch(
     device: Device,
-    half: bool,
     op_index: int,
     op: str,
     kernel: str,
@@ -58,16 +58,23 @@ def bind(
     size: tuple[int, ...],
     defines: str = "",
 ) -> Launch:
-    """A launch with its arguments set. On a CPU device, work groups of one item: every
-    kernel already does a block of outputs per item, and PoCL compiles a kernel once per
-    work-group size, so letting it choose sizes by grid compiled each kernel several times:
-    pose_detection's cold start was 19-20 s against 9-10 s this way, for the same warm
-    latency (within 5% on every MediaPipe model). A GPU needs many items per group: its
-    driver chooses."""
-    bound = program.kernel(device, half, kernel, defines)
-    bound.set_args(*args)
+    """A launch, bound later with all the others (bind_all). On a CPU device, work groups of
+    one item: every kernel already does a block of outputs per item, and PoCL compiles a kernel
+    once per work-group size, so letting it choose sizes by grid compiled each kernel several
+    times: pose_detection's cold start was 19-20 s against 9-10 s this way, for the same warm
+    latency (within 5% on every MediaPipe model). A GPU needs many items per group: its driver
+    chooses."""
     local = (1,) * len(size) if device.cpu else None
-    return Launch(op_index, op, kernel, args, size, local, bound)
+    return Launch(op_index, op, kernel, args, size, local, defines)
+
+
+def bind_all(device: Device, half: bool, launches: list[Launch]) -> None:
+    """Each launch's kernel, built with all the others the model needs at once (program.kernels),
+    with its arguments set."""
+    makers = program.kernels(device, half, [(ln.kernel, ln.defines) for ln in launches])
+    for ln in launches:
+        ln.bound = makers[(ln.kernel, ln.defines)]()
+        ln.bound.set_args(*ln.args)
 
 
 def grid(shape: list[int], columns: int = 1) -> tuple[int, int, int]:

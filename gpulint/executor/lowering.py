@@ -17,7 +17,7 @@ import numpy as np
 from gpulint.executor import layout, movement
 from gpulint.executor.context import LowerContext
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
-from gpulint.executor.launch import Launch, bind, grid, int4
+from gpulint.executor.launch import Launch, grid, int4, new_launch
 from gpulint.executor.ops import LOWER
 from gpulint.executor.prepare import Prepared
 
@@ -74,5 +74,5 @@ def input_launch(cx: LowerContext, t: int, done: Lowered) -> None:
         args = [raw, cx.buffers.tensor(t), int4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
     except DeviceError as e:
         raise DeviceError(f"input {cx.view.sg.tensors[t].name}: {e}") from None
-    launch = bind(cx.device, cx.half, -1, "input to slices", "input_to_slices", args, grid(shape, 8))
+    launch = new_launch(cx.device, -1, "input to slices", "input_to_slices", args, grid(shape, 8))
     done.input_launches.append(launch)
