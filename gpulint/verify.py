@@ -109,6 +109,7 @@ class VerifyResult:
     attribution: str = ""
     bisect: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # the runner's: ops moved to the CPU side, and why
 
     @property
     def passed(self) -> bool:
@@ -130,6 +131,7 @@ class VerifyResult:
             "attribution": self.attribution,
             "bisect": self.bisect,
             "seconds": self.seconds,
+            "warnings": self.warnings,
         }
 
 
@@ -364,6 +366,7 @@ def _verify_with(
         len(all_inputs),
         parts,
         noise_probe=cand.probe,
+        warnings=list(runner.warnings),
     )
     if req.inputs is None and req.reference is None:
         result.integer_inputs = reference.integer_inputs(original)

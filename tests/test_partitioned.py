@@ -107,3 +107,17 @@ def test_verify_passes_with_the_op_on_the_cpu_and_says_so(tmp_path: Path, monkey
     assert "the executor cannot run SOFTMAX (not lowered in this test)" in out["partitions"][1]["summary"]
     text = CliRunner().invoke(app, ["verify", str(path)])
     assert text.exit_code == 0 and "moved from the GPU side" in text.stdout
+
+
+def test_verify_json_lists_the_ops_moved_to_the_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`verify --format json` carries the runner's warnings at the top level, as the text output does."""
+    refuse_softmax(monkeypatch)
+    path = tmp_path / "chain.tflite"
+    write(chain(), path)
+    r = CliRunner().invoke(app, ["verify", str(path), "--format", "json"])
+    out = json.loads(r.stdout)
+    assert r.exit_code == 0, r.output
+    assert out["warnings"] == [
+        "op 1 SOFTMAX (not lowered in this test): runs on the LiteRT CPU interpreter here, "
+        "though the delegate runs it on the GPU"
+    ]
