@@ -56,7 +56,7 @@ def opencl() -> Any:
 def cache_dir() -> Path:
     """Where compiled kernels are kept between processes: gpulint's program binaries, and PoCL's
     own cache under pocl/. One folder a CI job can keep (README: "Kernel cache")."""
-    return Path(os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels"))
+    return Path(os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels")).expanduser()
 
 
 def select_device(spec: str | None = None) -> Device:
