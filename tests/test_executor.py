@@ -1084,3 +1084,142 @@ def test_an_ungrouped_conv_keeps_its_blocking(monkeypatch: pytest.MonkeyPatch) -
     assert_matches(single(build))
     (launch,) = Executor(single(build), DEVICE).launches
     assert launch.kernel.startswith("conv_o4")
+
+
+# -- int8 models: each int8 result rounded to its grid, as the delegate does ------------------------
+
+
+def int8_model(op: str, out_scale: float, out_zero: int, weight_scale: float = 1 / 8) -> tuple[Model, np.ndarray]:
+    """x float [1, 4, 4, 8] -> QUANTIZE (scale 1/16) -> `op` (CONV_2D 1x1 or FULLY_CONNECTED, int8
+    weights of scale `weight_scale`, int32 bias) -> int8 (out_scale, out_zero) -> DEQUANTIZE -> y.
+    Inputs, weights and bias are dyadic, so the op's float result is exact: the test sees only the
+    rounding. Returns the model and the weights as floats ([out, in])."""
+    rng = np.random.default_rng(3)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.op("QUANTIZE", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8], dtype="INT8", quant=(1 / 16, 0), out_name="x_q")
+    wq = rng.integers(-16, 17, (8, 8)).astype(np.int8)
+    bq = rng.integers(-64, 65, 8).astype(np.int32)
+    ws = [weight_scale] * 8
+    shape = [1, 1, 1, 8] if op == "CONV_2D" else [8, 8]
+    w = g.const("w", wq.reshape([8, *shape[1:]]), quant=(ws, [0] * 8), quant_dim=0)
+    b = g.const("b", bq, quant=([weight_scale / 16] * 8, [0] * 8))
+    if op == "FULLY_CONNECTED":
+        x = g.op("RESHAPE", [x, g.const("s", np.array([16, 8], np.int32))], [16, 8], dtype="INT8", quant=(1 / 16, 0))
+        out = [16, 8]
+    else:
+        out = [1, 4, 4, 8]
+    opts = dict(padding="VALID", stride_w=1, stride_h=1) if op == "CONV_2D" else {}
+    t = g.op(op, [x, w, b], out, dtype="INT8", quant=(out_scale, out_zero), options=opts, out_name="computed")
+    g.output(g.op("DEQUANTIZE", [t], out, out_name="y"))
+    return mb.build(), np.concatenate([wq * np.float64(weight_scale), bq[:, None] * (weight_scale / 16)], axis=1)
+
+
+def exact_result(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The op's float result on the QUANTIZE's grid (1/16, clamped to int8), in float64: exact here."""
+    xq = np.clip(np.floor(x.astype(np.float64) * 16 + 0.5), -128, 127) / 16
+    return xq.reshape(-1, 8) @ weights[:, :8].T + weights[:, 8]
+
+
+def delegate_rounding(v: np.ndarray, scale: float, zero: int) -> np.ndarray:
+    """quantize_and_dequantize.cc's formula with model_builder_helper.cc's min and max, in float64."""
+    low, high = scale * (-128 - zero), scale * (127 - zero)
+    return np.floor((np.clip(v, low, high) - low) / scale + 0.5) * scale + low
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+def test_an_int8_result_is_rounded_and_clamped_as_the_delegate_does(op: str) -> None:
+    """Issue 15 (full int8): the delegate computes an int8 op in float and puts a
+    QUANTIZE_AND_DEQUANTIZE after it (add_quant_adjustments.cc): clamp to [scale (-128 - zp),
+    scale (127 - zp)], round to the grid. A conv runs it in its epilogue, a FULLY_CONNECTED as a
+    launch of its own; both give the formula's values, results between grid points and beyond
+    the range alike."""
+    scale, zero = 0.02, 3
+    model, weights = int8_model(op, scale, zero)
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
+    exact = exact_result(x, weights)
+    expected = delegate_rounding(exact, scale, zero)
+    frac = (exact - scale * (-128 - zero)) / scale % 1
+    clear = np.abs(frac - 0.5) > 1e-3  # not a tie, where float32's last bit decides
+    low, high = scale * (-128 - zero), scale * (127 - zero)
+    assert ((exact < low) | (exact > high)).sum() >= 8 and (clear & (exact > low) & (exact < high)).sum() >= 64
+    executor = Executor(model, DEVICE)
+    (got,) = executor.run([x])
+    np.testing.assert_allclose(got.reshape(-1, 8)[clear], expected[clear], rtol=0, atol=1e-6)
+    names = [launch.op for launch in executor.launches]
+    if op == "CONV_2D":  # the rounding is the conv's epilogue, and the QUANTIZE its own launch
+        assert names == ["QUANTIZE_AND_DEQUANTIZE", "CONV_2D+QUANTIZE_AND_DEQUANTIZE"], names
+    else:
+        assert names == ["QUANTIZE_AND_DEQUANTIZE", "RESHAPE", "FULLY_CONNECTED", "QUANTIZE_AND_DEQUANTIZE"], names
+    kept = Executor(model, DEVICE, keep_intermediates=True)
+    kept.run([x])
+    tensors = kept.intermediates()  # the op's float result, then the rounding's (the DEQUANTIZE's output, y)
+    np.testing.assert_allclose(tensors["computed/float"].reshape(-1, 8), exact, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(tensors["y"].reshape(-1, 8)[clear], expected[clear], rtol=0, atol=1e-6)
+
+
+def test_fp16_floors_a_tiny_scale_as_the_delegate_does() -> None:
+    """At fp16 the delegate passes min, max and scale as half and floors a scale below the smallest
+    normal half at 0.000062 (quantize_and_dequantize.cc): a 2e-5 grid becomes a 6.2e-5 one from
+    the same min. The executor computes that, with no NaN; rounding with the half scale itself
+    (a subnormal) would give other values."""
+    scale, zero = 2e-5, 0
+    model, weights = int8_model("CONV_2D", scale, zero, weight_scale=1 / 8 / 1024)
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
+    exact = exact_result(x, weights)
+    h = np.float16
+    low, high = np.float32(h(scale * (-128 - zero))), np.float32(h(scale * (127 - zero)))
+
+    def rounded(step: np.float32) -> np.ndarray:  # the kernel's float arithmetic, stored as half
+        v = np.clip(exact.astype(np.float32), low, high)
+        return h(np.floor((v - low) / step + np.float32(0.5)) * step + low).astype(np.float32)
+
+    floored, unfloored = rounded(np.float32(h(0.000062))), rounded(np.float32(h(scale)))
+    clear = np.abs((np.clip(exact, low, high) - low) / np.float64(h(0.000062)) % 1 - 0.5) > 1e-2
+    assert clear.sum() >= 64 and (floored != unfloored)[clear].mean() > 0.5
+    (got,) = Executor(model, DEVICE, "fp16").run([x])
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got.reshape(-1, 8)[clear], floored[clear], rtol=0, atol=2e-6)
+
+
+def test_add_quant_adjustments_rounds_what_the_delegate_rounds() -> None:
+    """The prepare step: a QUANTIZE becomes the rounding, an op whose int8 result another op reads
+    gets one after it (keeping the tensor's name), a RESHAPE on its input's grid gets none, the
+    DEQUANTIZE of a rounded tensor goes, and a graph output no op reads is left to the host."""
+    from gpulint.executor.prepare import prepare
+
+    model, _ = int8_model("FULLY_CONNECTED", 0.02, 3)
+    prepared = prepare(model, fusing=True).model
+    sg = prepared.subgraphs[0]
+    ops = [(prepared.op_name(op), [sg.tensors[t].name for t in op.outputs]) for op in sg.operators]
+    assert [name for name, _ in ops] == [
+        "QUANTIZE_AND_DEQUANTIZE",
+        "RESHAPE",
+        "FULLY_CONNECTED",
+        "QUANTIZE_AND_DEQUANTIZE",
+    ], ops
+    assert ops[2][1] == ["computed/float"] and ops[3][1] == ["y"]  # the DEQUANTIZE's output, now written directly
+    assert all(t.type in ("FLOAT32", "INT32") for t in sg.tensors)
+
+
+def test_an_int8_op_it_cannot_run_is_named_by_its_own_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The op that computes under `<name>/float` is named by `<name>` when the executor cannot run
+    it, so the partitioned runner moves that op alone to the CPU, not its whole partition."""
+    from gpulint.executor import Unlowered
+    from gpulint.executor.ops import LOWER
+    from gpulint.partitioned import PartitionedRunner
+
+    def refuse(*args: Any) -> None:
+        raise ExecutorError("not lowered in this test")
+
+    monkeypatch.setitem(LOWER, "FULLY_CONNECTED", refuse)
+    model, _ = int8_model("FULLY_CONNECTED", 0.02, 3)
+    with pytest.raises(Unlowered) as e:
+        Executor(model, DEVICE)
+    assert e.value.ops == [(["computed"], "FULLY_CONNECTED", "not lowered in this test")]
+    assert DEVICE is not None
+    runner = PartitionedRunner(model, DEVICE)
+    try:
+        assert [(p.kind, p.ops) for p in runner.parts] == [("gpu", [0, 1]), ("cpu", [2]), ("gpu", [3])], runner.parts
+    finally:
+        runner.close()

@@ -23,6 +23,7 @@ def kernel_text(name: str) -> str:
 def asked_for() -> set[str]:
     """Every kernel name the executor's lowering can form (ops/*.py, lowering.py)."""
     names = {"input_to_slices", "copy_pairs", "copy_slices", "unary", "binary", "depthwise_conv2d"}
+    names.add("quantize_dequantize")  # ops/quantize.py: an int8 result rounded to its grid
     names |= {"transpose_conv", "batch_matmul", "lstm_cell", "pool2d", "reduce", "softmax", "cumsum", "resize"}
     for ob, fused in itertools.product((1, 2, 4), ("", "_fused")):
         names.add(f"conv_o{ob}{fused}")

@@ -649,25 +649,23 @@ def test_fix_verify_on_an_int8_model(tmp_path: Path) -> None:
     assert "fixed model: PASS" in r.stdout and "4 int8 op(s)" in r.stdout
 
 
-EXECUTOR_ROUNDING = (
-    "the executor computes int8 ops in float without the QUANTIZE_AND_DEQUANTIZE the delegate puts after each "
-    "(add_quant_adjustments.cc): an int8 tensor whose values leave its range is not clamped, none is rounded"
-)
-
-
 @needs_device
-@pytest.mark.xfail(strict=True, reason=EXECUTOR_ROUNDING)
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_a_saturating_int8_tensor_is_clamped_as_the_delegate_clamps(precision: str, tmp_path: Path) -> None:
     """Layer 2's int8 output covers a third of its values: the delegate clamps them to its range
     (and rounds every int8 result), so does LiteRT (0 steps from the delegate's computation here);
-    an executor that computes on in float is 46 steps off. It must agree within the int8 tolerance."""
+    an executor that computed on in float was 46 steps off. The executor rounds and clamps as the
+    delegate does (prepare.add_quant_adjustments) and PASSes."""
     path = tmp_path / "int8_saturating.tflite"
-    write(int8_chain_model(narrow=2), path)
+    model = int8_chain_model(narrow=2)
+    write(model, path)
     code, out = verify_json(str(path), "--precision", precision)
     (o,) = out["outputs"]  # type: ignore[misc]
     assert o["int8_gap"]["max_abs_error_steps"] <= 1
-    assert code == 0, o["executor"]["reason"]
+    assert code == 0 and out["status"] == "PASS", o["executor"]["reason"]
+    step = model.subgraphs[0].tensors[model.subgraphs[0].operators[-2].outputs[0]].quantization.scale[0]  # type: ignore[union-attr,index]
+    # measured on PoCL: 0 at fp32, 1.01 steps at fp16 (one rounding moved by half storage)
+    assert o["executor"]["max_abs_error"] <= 1.1 * step, o["executor"]
 
 
 # -- integer inputs ---------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 - Epilogues: up to two elementwise ops after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1) or
   transposed conv run in that kernel's epilogue, as the delegate's OpenCL backend links them
-  (GPUOperation::AddOperation).
+  (GPUOperation::AddOperation); the rounding of an int8 result to its grid
+  (QUANTIZE_AND_DEQUANTIZE, an elementwise op there too) is one of them.
 - PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
   delegate merges them (merge_padding_with.cc): no copy, no padded buffer.
 
@@ -20,6 +21,7 @@ import numpy as np
 from gpulint.executor import layout
 from gpulint.executor.graph import GraphView
 from gpulint.executor.opcodes import ACTIVATION, BINARY, FORM, UNARY, unary_code
+from gpulint.executor.prepare import QUANTIZE_AND_DEQUANTIZE, adjustment
 from gpulint.model import schema
 from gpulint.model.ir import Operator
 
@@ -43,7 +45,7 @@ class FusionPlan:
 class FusedStep:
     """One fused op as its producer's kernel runs it: `code` (op, form, swap, act; see
     elementwise.cl), a unary op's parameter, and a binary op's operand: a runtime tensor, or
-    a constant as floats padded to whole slices."""
+    a constant as floats padded to whole slices (a QUANTIZE_AND_DEQUANTIZE's: its grid, q)."""
 
     code: tuple[int, int, int, int]
     param: float
@@ -113,6 +115,8 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
 def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | None:
     """How `step`, reading `t`, fits an epilogue (a FORM), or None when it does not."""
     name = view.name(step)
+    if name == QUANTIZE_AND_DEQUANTIZE and len(step.inputs) == 1:
+        return FORM["QUANTIZE"]
     if name in UNARY and len(step.inputs) == 1:
         return FORM["UNARY"]
     if name not in BINARY or len(step.inputs) != 2:
@@ -144,6 +148,8 @@ def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[F
         opts = step.builtin_options.values if step.builtin_options is not None else {}
         if form == FORM["UNARY"]:
             steps.append(FusedStep((unary_code(name, opts), form, 0, 0), opts.get("alpha", 0.0), None))
+        elif form == FORM["QUANTIZE"]:
+            steps.append(FusedStep((0, form, 0, 0), 0.0, adjustment(step)))
         else:
             other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
             act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))

@@ -19,7 +19,7 @@ from gpulint.executor.context import LowerContext
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
 from gpulint.executor.launch import Launch, grid, int4, new_launch
 from gpulint.executor.ops import LOWER
-from gpulint.executor.prepare import Prepared
+from gpulint.executor.prepare import Prepared, source_name
 
 
 @dataclass
@@ -56,7 +56,7 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
             raise DeviceError(f"op {oi} {name}: {e}") from None
         except (movement.Unsupported, ExecutorError) as e:
             missing.setdefault(name, str(e))
-            unlowered.append(([sg.tensors[t].name or "" for t in op.outputs], name, str(e)))
+            unlowered.append(([source_name(cx.view.model, cx.view.readers, t) for t in op.outputs], name, str(e)))
         cx.buffers.release_after(oi)
     if missing:
         items = "; ".join(f"{k} ({v})" if v != k else k for k, v in sorted(missing.items()))

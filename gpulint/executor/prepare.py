@@ -18,12 +18,44 @@ from gpulint.executor import movement
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.graph import links
 from gpulint.executor.opcodes import BINARY
-from gpulint.model.ir import Model, clone
+from gpulint.model.ir import Model, Operator, Quantization, Tensor, clone
 from gpulint.passes import Pass, PassOptions, densify_constants, dequantize_constants, quantized_to_float
 from gpulint.passes.edit import prune, set_const
 
 NUMPY = {"INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
 INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
+# The delegate's op that rounds a float value to an int8 tensor's grid (add_quant_adjustments),
+# a custom op of the executor's own copy of the model; its custom options are (min, max, scale)
+# as float32 (see adjustment).
+QUANTIZE_AND_DEQUANTIZE = "QUANTIZE_AND_DEQUANTIZE"
+# The quantized types the delegate gives a grid (model_builder_helper.cc PopulateQuantParams).
+QUANT_RANGES = {"INT8": (-128, 127), "UINT8": (0, 255)}
+# Ops that only move values (or pick one of them, or pad with a real 0, which is on every grid
+# whose zero point is in range): fed values on their output's grid, they make values on it, so
+# the rounding the delegate puts after them gives those values back and is not run.
+MOVES_VALUES = frozenset(
+    {
+        "RESHAPE",
+        "SQUEEZE",
+        "EXPAND_DIMS",
+        "TRANSPOSE",
+        "SLICE",
+        "STRIDED_SLICE",
+        "SPLIT",
+        "SPLIT_V",
+        "GATHER",
+        "CONCATENATION",
+        "PACK",
+        "UNPACK",
+        "TILE",
+        "DEPTH_TO_SPACE",
+        "SPACE_TO_DEPTH",
+        "PAD",
+        "MIRROR_PAD",
+        "MAX_POOL_2D",
+        "RESIZE_NEAREST_NEIGHBOR",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -93,9 +125,108 @@ def fold_shape_math(model: Model) -> None:
     prune(model)
 
 
+def add_quant_adjustments(model: Model) -> None:
+    """int8 op -> the op in float, then QUANTIZE_AND_DEQUANTIZE(min, max, scale) of its output,
+    as the delegate computes a full-int8 model: its graph builder gives every runtime int8/uint8
+    tensor min = scale * (qmin - zero point), max = scale * (qmax - zero point) and the scale
+    (tensorflow/lite/delegates/gpu/common/model_builder_helper.cc, PopulateQuantParams), and
+    add_quant_adjustments puts a QUANTIZE_AND_DEQUANTIZE after every op whose quantized output
+    another op reads (common/transformations/add_quant_adjustments.cc); that kernel clamps to
+    [min, max] and rounds to the grid (common/tasks/quantize_and_dequantize.cc; ops/quantize.py
+    runs it). Its QUANTIZE ops become the same rounding, with the output's parameters; a
+    DEQUANTIZE of a runtime tensor too, with its input's, which is already rounded (or a graph
+    input, on its grid), so it is left to quantized-to-float to drop. The op keeps computing
+    under a new tensor, `<name>/float`, and the rounding writes the original one, so tensors
+    keep their names (the rounded value is what verify's reference has under that name).
+
+    Runs before quantized-to-float, which drops the quantization. Not on a graph output no op
+    reads (the host quantizes it, as the delegate's output does), nor after ops in MOVES_VALUES
+    fed only on their output's grid; nothing when a runtime tensor is quantized per channel
+    (the delegate refuses those; quantized-to-float leaves such a model as it is)."""
+    sg = model.subgraphs[0]
+    runtime = {
+        i
+        for i, t in enumerate(sg.tensors)
+        if t.type in QUANT_RANGES and t.quantization and t.quantization.scale and not len(model.buffers[t.buffer].data)
+    }
+    if not runtime or any(sg.tensors[i].quantization.per_channel for i in runtime):  # type: ignore[union-attr]
+        return
+    readers = links(model)[0]
+    code = model.opcode_index(QUANTIZE_AND_DEQUANTIZE)
+    order: list[Operator] = []
+    for op in sg.operators:
+        name = model.op_name(op)
+        order.append(op)
+        if name == "QUANTIZE":
+            if op.outputs[0] in runtime and op.outputs[0] not in sg.outputs:  # a graph output: the host's
+                op.opcode_index, op.custom_options = code, _grid(sg.tensors[op.outputs[0]])
+            continue
+        if name == "DEQUANTIZE" or (name in MOVES_VALUES and _on_grid(model, op)):
+            continue
+        for k, t in enumerate(op.outputs):
+            if t not in runtime or not readers.get(t):
+                continue
+            old = sg.tensors[t]
+            assert old.quantization is not None
+            q = Quantization(
+                scale=list(old.quantization.scale or []), zero_point=list(old.quantization.zero_point or [])
+            )
+            signature = list(old.shape_signature) if old.shape_signature is not None else None
+            sg.tensors.append(Tensor(f"{old.name}/float", list(old.shape), old.type, 0, q, shape_signature=signature))
+            op.outputs[k] = len(sg.tensors) - 1
+            order.append(Operator(code, [op.outputs[k]], [t], custom_options=_grid(old)))
+    sg.operators = order
+
+
+def _grid(tensor: Tensor) -> bytes:
+    """An int8/uint8 tensor's (min, max, scale) as the delegate computes them, in float32."""
+    q = tensor.quantization
+    assert q is not None and q.scale
+    scale, zero = np.float32(q.scale[0]), np.float32(q.zero_point[0] if q.zero_point else 0)
+    low, high = (np.float32(v) for v in QUANT_RANGES[str(tensor.type)])
+    return np.array([scale * (low - zero), scale * (high - zero), scale], np.float32).tobytes()
+
+
+def _on_grid(model: Model, op: Operator) -> bool:
+    """Every int8/uint8 input of `op` has its (first) output's type, scale and zero point."""
+    sg = model.subgraphs[0]
+    out = sg.tensors[op.outputs[0]] if op.outputs else None
+    if out is None or out.quantization is None:
+        return False
+    grid = (out.type, out.quantization.scale, out.quantization.zero_point or [0])
+    for t in op.inputs:
+        tensor = sg.tensors[t] if t >= 0 else None
+        if tensor is None or tensor.type not in QUANT_RANGES:
+            continue
+        q = tensor.quantization
+        if q is None or (tensor.type, q.scale, q.zero_point or [0]) != grid:
+            return False
+    return True
+
+
+def adjustment(op: Operator) -> np.ndarray:
+    """A QUANTIZE_AND_DEQUANTIZE's (min, max, scale, 0), as the kernels take it (quantize4 in
+    elementwise.cl), from what add_quant_adjustments wrote."""
+    values = np.frombuffer(bytes(op.custom_options or b""), np.float32)
+    if values.size != 3:
+        raise ExecutorError("a QUANTIZE_AND_DEQUANTIZE without its (min, max, scale)")
+    return np.append(values, np.float32(0))
+
+
+def source_name(model: Model, readers: dict[int, list[int]], t: int) -> str:
+    """Tensor `t`'s name in the model the executor was given: an int8 op's float result,
+    `<name>/float`, read by the rounding add_quant_adjustments put after it, was `<name>`."""
+    sg = model.subgraphs[0]
+    name = sg.tensors[t].name or ""
+    after = readers.get(t, [])
+    rounded = len(after) == 1 and model.op_name(sg.operators[after[0]]) == QUANTIZE_AND_DEQUANTIZE
+    return name.removesuffix("/float") if rounded else name
+
+
 def hoist_binary_operands(model: Model) -> None:
     """P ... CONV_2D | DEPTHWISE_CONV_2D ... BINARY(conv output, P's output) -> P moved ahead
-    of the conv, when P reads only tensors that exist by then (the channel PAD of a residual
+    of the conv (its output rounded by a QUANTIZE_AND_DEQUANTIZE counts as its output), when P
+    reads only tensors that exist by then (the channel PAD of a residual
     branch, say): the binary op can then be fused into the conv (fusion.py). The order stays
     topological."""
     ops = model.subgraphs[0].operators
@@ -106,6 +237,8 @@ def hoist_binary_operands(model: Model) -> None:
             continue
         for a, u in (step.inputs, step.inputs[::-1]):
             p, q = produced_by.get(a), produced_by.get(u)
+            if p is not None and model.op_name(ops[p]) == QUANTIZE_AND_DEQUANTIZE:  # the conv's rounded output
+                p = produced_by.get(ops[p].inputs[0])
             if p is None or q is None or not p < q < ri:
                 continue
             if model.op_name(ops[p]) not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
@@ -120,6 +253,7 @@ def hoist_binary_operands(model: Model) -> None:
 STEPS = (
     Step("densify-constants", _pass(densify_constants.PASS)),  # sparse constants -> dense
     Step("dequantize-constants", _pass(dequantize_constants.PASS)),  # fp16 / int8 weight DEQUANTIZE -> float32
+    Step("add-quant-adjustments", add_quant_adjustments),  # int8 results rounded to their grid, as the delegate does
     Step("quantized-to-float", _pass(quantized_to_float.PASS)),  # int8 ops -> float ops, as the delegate runs them
     Step("fold-shape-math", fold_shape_math),
     Step("hoist-binary-operands", hoist_binary_operands, fusing_only=True),

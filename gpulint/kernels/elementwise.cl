@@ -58,12 +58,25 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   }
 }
 
+// QUANTIZE_AND_DEQUANTIZE as the GPU delegate computes an int8 tensor in float
+// (tensorflow/lite/delegates/gpu/common/tasks/quantize_and_dequantize.cc): clamp to [min, max],
+// round to the grid of `scale` from min, back to float; q = (min, max, scale, -) of the int8
+// tensor (prepare.add_quant_adjustments). Half storage gets q as half, as the delegate passes
+// it at fp16 (AddHalf), and a scale below the smallest normal half floored at half(0.000062f),
+// the delegate's floor taken after the rounding to half: the same number, as rounding to half
+// keeps order. A NaN stays NaN (the delegate's min/max would make it a bound).
+STEP_INLINE float4 quantize4(float4 x, float4 q) {
+  float scale = sizeof(FLT) == 2 ? fmax(q.z, 6.198883056640625e-05f) : q.z;
+  float4 clamped = KEEP_NAN(clamp(x, q.x, q.y), x);
+  return round((clamped - q.x) / scale) * scale + q.x;
+}
+
 // Elementwise ops fused into the kernel that produces their input (conv, depthwise), as the
 // delegate links them: up to two steps after the producer's own activation. A step is
-// e = (op, form, swap, act): form FORM_NONE (no step), FORM_UNARY (op is a UNARY_*), or a
-// binary op (BINARY_*) whose operand is FORM_CHANNEL (per channel: slice s), FORM_TENSOR
-// (shaped like the output: float4 index i) or FORM_SCALAR; swap puts the operand first; act
-// is the binary op's fused activation.
+// e = (op, form, swap, act): form FORM_NONE (no step), FORM_UNARY (op is a UNARY_*),
+// FORM_QUANTIZE (quantize4, its operand the 4 values q), or a binary op (BINARY_*) whose
+// operand is FORM_CHANNEL (per channel: slice s), FORM_TENSOR (shaped like the output: float4
+// index i) or FORM_SCALAR; swap puts the operand first; act is the binary op's fused activation.
 // The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
 // `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
 // `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
@@ -79,6 +92,7 @@ inline float2 clamp_bounds(int act) {
 STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, int s, int i) {
   if (e.y == FORM_NONE) return v;
   if (e.y == FORM_UNARY) return unary4(v, e.x, p);
+  if (e.y == FORM_QUANTIZE) return quantize4(v, LOAD4(0, o));
   float4 u = e.y == FORM_CHANNEL ? LOAD4(s, o) : (e.y == FORM_TENSOR ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
   return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
 }
@@ -113,4 +127,14 @@ __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT
     float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), OP);
     STORE4(mask_lanes(activate(r, ACT), s, dc), row + x, dst);
   }
+}
+
+// QUANTIZE_AND_DEQUANTIZE on its own (after an op with no epilogue); q as in quantize4.
+__kernel void quantize_dequantize(__global const FLT* src, __global FLT* dst, int4 d, int c, __global const FLT* q) {
+  int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
+  int b = z / d.w, s = z % d.w;
+  if (x0 >= d.z || y >= d.y || b >= d.x) return;
+  int row = slice_index(d, b, y, 0, s);
+  float4 grid = LOAD4(0, q);
+  for (int x = x0; x < x0 + 8 && x < d.z; x++) STORE4(mask_lanes(quantize4(LOAD4(row + x, src), grid), s, c), row + x, dst);
 }

@@ -13,7 +13,18 @@ from collections.abc import Callable, Mapping
 from gpulint.executor.context import LowerContext
 from gpulint.executor.graph import OpView
 from gpulint.executor.launch import Launch
-from gpulint.executor.ops import conv, copy, depthwise, elementwise, lstm, matmul, reduce, resize, transpose_conv
+from gpulint.executor.ops import (
+    conv,
+    copy,
+    depthwise,
+    elementwise,
+    lstm,
+    matmul,
+    quantize,
+    reduce,
+    resize,
+    transpose_conv,
+)
 
 Lowering = Callable[[LowerContext, OpView], list[Launch]]
 
@@ -34,6 +45,7 @@ LOWER = _merge(
     matmul.LOWER,
     lstm.LOWER,
     elementwise.LOWER,
+    quantize.LOWER,
     reduce.LOWER,
     resize.LOWER,
     copy.LOWER,
