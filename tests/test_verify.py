@@ -231,7 +231,9 @@ def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypat
     launch = cl.enqueue_nd_range_kernel
 
     def no_launch(queue: object, kernel: Any, *args: object, **kw: object) -> object:
-        if kernel.function_name == "input_to_slices":  # the input's conversion goes through
+        if kernel.function_name.startswith(
+            "input_to_slices"
+        ):  # the input's conversion goes through (named input_to_slices__N on PoCL: program.one_program)
             return launch(queue, kernel, *args, **kw)
         raise cl.MemoryError("clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES")
 
