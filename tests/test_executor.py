@@ -1223,3 +1223,33 @@ def test_an_int8_op_it_cannot_run_is_named_by_its_own_output(monkeypatch: pytest
         assert [(p.kind, p.ops) for p in runner.parts] == [("gpu", [0, 1]), ("cpu", [2]), ("gpu", [3])], runner.parts
     finally:
         runner.close()
+
+
+def test_a_unary_and_a_binary_op_round_in_their_own_kernels() -> None:
+    """x -> QUANTIZE -> LOGISTIC (int8, 1/256 from 0) -> ADD (x_q, int8) -> DEQUANTIZE: each
+    rounding runs in the kernel of the op before it (QUANT), with the formula's values."""
+    scale, zero = 0.02, 3
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.op("QUANTIZE", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8], dtype="INT8", quant=(1 / 16, 0), out_name="x_q")
+    s = g.op("LOGISTIC", [x], [1, 4, 4, 8], dtype="INT8", quant=(1 / 256, -128), out_name="s")
+    t = g.op("ADD", [s, x], [1, 4, 4, 8], dtype="INT8", quant=(scale, zero), out_name="sum")
+    g.output(g.op("DEQUANTIZE", [t], [1, 4, 4, 8], out_name="y"))
+    model = mb.build()
+    x_in = np.random.default_rng(6).uniform(-2, 2, (1, 4, 4, 8)).astype(np.float32)
+    xq = np.clip(np.floor(x_in.astype(np.float64) * 16 + 0.5), -128, 127) / 16
+    logistic = 1 / (1 + np.exp(-xq))
+    sq = np.floor(np.clip(logistic, 0, 255 / 256) * 256 + 0.5) / 256  # min 0: the formula with zp -128
+    exact = sq + xq
+    expected = delegate_rounding(exact, scale, zero)
+    frac = (logistic * 256 % 1, (np.clip(exact, scale * (-128 - zero), scale * (127 - zero)) / scale + 131) % 1)
+    clear = (np.abs(frac[0] - 0.5) > 1e-3) & (np.abs(frac[1] - 0.5) > 1e-3)
+    assert clear.sum() >= 100 and (exact > scale * (127 - zero)).any()
+    executor = Executor(model, DEVICE)
+    (got,) = executor.run([x_in])
+    assert [launch.op for launch in executor.launches] == [
+        "QUANTIZE_AND_DEQUANTIZE",
+        "LOGISTIC+QUANTIZE_AND_DEQUANTIZE",
+        "ADD+QUANTIZE_AND_DEQUANTIZE",
+    ]
+    np.testing.assert_allclose(got[clear], expected[clear], rtol=0, atol=1e-6)

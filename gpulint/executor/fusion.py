@@ -4,6 +4,8 @@
   transposed conv run in that kernel's epilogue, as the delegate's OpenCL backend links them
   (GPUOperation::AddOperation); the rounding of an int8 result to its grid
   (QUANTIZE_AND_DEQUANTIZE, an elementwise op there too) is one of them.
+- Roundings: the rounding of an int8 result after a unary or binary op runs in that op's
+  kernel.
 - PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
   delegate merges them (merge_padding_with.cc): no copy, no padded buffer.
 
@@ -68,7 +70,27 @@ class Epilogue:
 
 def plan(view: GraphView) -> FusionPlan:
     chains, forms = plan_epilogues(view)
+    plan_roundings(view, chains, forms)
     return FusionPlan(chains, forms, plan_pad_merges(view))
+
+
+def plan_roundings(view: GraphView, chains: dict[int, list[int]], forms: dict[int, int]) -> None:
+    """A unary or binary op (not itself fused into a conv) whose result only the rounding
+    add_quant_adjustments put after it reads: the rounding runs in that op's kernel (QUANT in
+    elementwise.cl), as the delegate links an elementwise op into the kernel before it."""
+    sg = view.sg
+    absorbed = {oi for chain in chains.values() for oi in chain}
+    for oi, op in enumerate(sg.operators):
+        name = view.name(op)
+        if oi in absorbed or (name not in UNARY and name not in BINARY) or len(op.outputs) != 1:
+            continue
+        t = op.outputs[0]
+        after = view.readers.get(t, [])
+        if t in sg.outputs or len(after) != 1 or view.name(sg.operators[after[0]]) != QUANTIZE_AND_DEQUANTIZE:
+            continue
+        if view.shape(sg.operators[after[0]].outputs[0]) == view.shape(t):
+            chains[oi] = [after[0]]
+            forms[after[0]] = FORM["QUANTIZE"]
 
 
 def depthwise_conv(view: GraphView, op: Operator) -> bool:

@@ -30,9 +30,10 @@ INT_TYPES: dict[str, type[np.integer[Any]]] = {"INT8": np.int8, "UINT8": np.uint
 QUANTIZE_AND_DEQUANTIZE = "QUANTIZE_AND_DEQUANTIZE"
 # The quantized types the delegate gives a grid (model_builder_helper.cc PopulateQuantParams).
 QUANT_RANGES = {"INT8": (-128, 127), "UINT8": (0, 255)}
-# Ops that only move values (or pick one of them, or pad with a real 0, which is on every grid
-# whose zero point is in range): fed values on their output's grid, they make values on it, so
-# the rounding the delegate puts after them gives those values back and is not run.
+# Ops that only move values (or pick one of them): fed values on their output's grid, they make
+# values on it, so the rounding the delegate puts after them gives those values back and is not
+# run. Not PAD: its zeros are off the grid the delegate's fp16 scale floor makes (and, as there,
+# the rounding after a PAD keeps it from merging into the conv that reads it).
 MOVES_VALUES = frozenset(
     {
         "RESHAPE",
@@ -50,7 +51,6 @@ MOVES_VALUES = frozenset(
         "TILE",
         "DEPTH_TO_SPACE",
         "SPACE_TO_DEPTH",
-        "PAD",
         "MIRROR_PAD",
         "MAX_POOL_2D",
         "RESIZE_NEAREST_NEIGHBOR",

@@ -100,12 +100,17 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
 // UNARY and BINARY kernels: the op (OP) and the binary op's activation (ACT) are compiled in
 // by the host's #defines, as for fused convs: with them as arguments, ADD and MUL on
 // 128x128x16 took PoCL 0.13 ms, against 0.09 (LOGISTIC, bound by its exp, did not change).
-__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, float p) {
+// QUANT (compiled in too): 1 when the op's int8 result is rounded to its grid here (quantize4
+// with q), as the delegate links the rounding into the op's kernel; 0 leaves q unread.
+#define ROUNDED(v, q) (QUANT ? quantize4((v), LOAD4(0, (q))) : (v))
+__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, float p, __global const FLT* q) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;
   if (x0 >= d.z || y >= d.y || b >= d.x) return;
   int row = slice_index(d, b, y, 0, s);
-  for (int x = x0; x < x0 + 8 && x < d.z; x++) STORE4(mask_lanes(unary4(LOAD4(row + x, src), OP, p), s, c), row + x, dst);
+  for (int x = x0; x < x0 + 8 && x < d.z; x++) {
+    STORE4(mask_lanes(ROUNDED(unary4(LOAD4(row + x, src), OP, p), q), s, c), row + x, dst);
+  }
 }
 
 // Slice s of an operand at (b, y, x) under numpy broadcasting in BHWC: a size-1 dimension is
@@ -118,18 +123,18 @@ inline float4 operand4(__global const FLT* t, int4 d, int c, int b, int y, int x
 }
 
 __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT* dst, int4 ad, int ac, int4 bd,
-                     int bc, int4 dd, int dc) {
+                     int bc, int4 dd, int dc, __global const FLT* q) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
   if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
   int row = slice_index(dd, b, y, 0, s);
   for (int x = x0; x < x0 + 8 && x < dd.z; x++) {
     float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), OP);
-    STORE4(mask_lanes(activate(r, ACT), s, dc), row + x, dst);
+    STORE4(mask_lanes(ROUNDED(activate(r, ACT), q), s, dc), row + x, dst);
   }
 }
 
-// QUANTIZE_AND_DEQUANTIZE on its own (after an op with no epilogue); q as in quantize4.
+// QUANTIZE_AND_DEQUANTIZE on its own (after an op whose kernel does not round); q as in quantize4.
 __kernel void quantize_dequantize(__global const FLT* src, __global FLT* dst, int4 d, int c, __global const FLT* q) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;

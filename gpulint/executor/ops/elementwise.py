@@ -1,5 +1,6 @@
 """Unary ops, CAST and binary ops (with numpy broadcasting) as the elementwise kernels
-(elementwise.cl), their op compiled in as a #define."""
+(elementwise.cl), their op compiled in as a #define, and the rounding of their int8 result
+when the fusion plan puts it in their kernel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpulint.executor.graph import OpView
 from gpulint.executor.launch import Launch, grid, int4
 from gpulint.executor.opcodes import BINARY, CAST, UNARY, unary_code
 from gpulint.executor.ops.copy import reshaped
+from gpulint.executor.prepare import adjustment
 
 
 def unary(cx: LowerContext, op: OpView) -> list[Launch]:
@@ -27,8 +29,18 @@ def cast(cx: LowerContext, op: OpView) -> list[Launch]:
     return [unary_launch(cx, op, CAST[target], 0.0)]
 
 
+def rounding(cx: LowerContext, op: OpView) -> tuple[int, Any, str]:
+    """The tensor op's kernel writes, its q argument and the QUANT #define: with the rounding of
+    its int8 result fused into it (fusion.plan_roundings), that rounding's output and grid."""
+    chain = cx.plan.chains.get(op.index)
+    if not chain:
+        return op.outputs[0], cx.buffers.placeholder(), "#define QUANT 0\n"
+    after = cx.view.sg.operators[chain[0]]
+    return after.outputs[0], cx.buffers.upload(adjustment(after), writable=False), "#define QUANT 1\n"
+
+
 def unary_launch(cx: LowerContext, op: OpView, code: int, param: float) -> Launch:
-    x, y = op.inputs[0], op.outputs[0]
+    x, (y, q, quant) = op.inputs[0], rounding(cx, op)
     if layout.bhwc(cx.shape(x)) != layout.bhwc(cx.shape(y)):
         raise ExecutorError("an elementwise op whose output shape differs from its input")
     args = [
@@ -37,8 +49,9 @@ def unary_launch(cx: LowerContext, op: OpView, code: int, param: float) -> Launc
         int4(layout.dims4(cx.shape(y))),
         np.int32(cx.shape(y)[-1] if cx.shape(y) else 1),
         np.float32(param),
+        q,
     ]
-    return cx.launch(op.index, "unary", args, grid(cx.shape(y), 8), f"#define OP {code}\n")
+    return cx.launch(op.index, "unary", args, grid(cx.shape(y), 8), f"#define OP {code}\n{quant}")
 
 
 def operand(cx: LowerContext, oi: int, t: int, rank: int) -> tuple[Any, list[int], list[Launch]]:
@@ -56,7 +69,7 @@ def operand(cx: LowerContext, oi: int, t: int, rank: int) -> tuple[Any, list[int
 
 
 def binary(cx: LowerContext, op: OpView) -> list[Launch]:
-    y = op.outputs[0]
+    y, q, quant = rounding(cx, op)
     ys = cx.shape(y)
     (ab, a_s, a_copies), (bb, b_s, b_copies) = (operand(cx, op.index, t, len(ys)) for t in op.inputs[:2])
     ad, bd = layout.bhwc(a_s), layout.bhwc(b_s)
@@ -70,8 +83,9 @@ def binary(cx: LowerContext, op: OpView) -> list[Launch]:
         np.int32(bd[3]),
         int4(layout.dims4(ys)),
         np.int32(layout.bhwc(ys)[3]),
+        q,
     ]
-    defines = f"#define OP {BINARY[op.name]}\n#define ACT {op.act}\n"
+    defines = f"#define OP {BINARY[op.name]}\n#define ACT {op.act}\n{quant}"
     return [*a_copies, *b_copies, cx.launch(op.index, "binary", args, grid(ys, 8), defines)]
 
 
