@@ -1253,3 +1253,22 @@ def test_a_unary_and_a_binary_op_round_in_their_own_kernels() -> None:
         "ADD+QUANTIZE_AND_DEQUANTIZE",
     ]
     np.testing.assert_allclose(got[clear], expected[clear], rtol=0, atol=1e-6)
+
+
+def test_a_quantized_graph_output_that_an_op_reads_is_rounded_for_that_op() -> None:
+    """x -> QUANTIZE -> x_q, a graph output that an ADD also reads: the ADD reads x_q rounded (the
+    QUANTIZE runs as the rounding), and the host quantizes the output as before."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    xq = g.op("QUANTIZE", [g.input("x", [1, 2, 2, 8])], [1, 2, 2, 8], dtype="INT8", quant=(0.1, 0), out_name="x_q")
+    t = g.op("ADD", [xq, xq], [1, 2, 2, 8], dtype="INT8", quant=(0.07, 0), out_name="sum")
+    g.output(xq, g.op("DEQUANTIZE", [t], [1, 2, 2, 8], out_name="y"))
+    model = mb.build()
+    x = np.random.default_rng(7).uniform(-5, 5, (1, 2, 2, 8)).astype(np.float32)
+    q = np.clip(np.floor(x.astype(np.float64) * 10 + 0.5), -128, 127)
+    clear = (np.abs(x * 10 % 1 - 0.5) > 1e-3) & (np.abs((2 * q / 10 + 128 * 0.07) / 0.07 % 1 - 0.5) > 1e-3)
+    expected = delegate_rounding(2 * q / 10, 0.07, 0)
+    assert (expected != delegate_rounding(2 * x.astype(np.float64), 0.07, 0))[clear].sum() >= 4  # x_q matters
+    got_q, got_y = Executor(model, DEVICE).run([x])
+    assert got_q.dtype == np.int8 and (got_q[clear] == q[clear]).all()
+    np.testing.assert_allclose(got_y[clear], expected[clear], rtol=0, atol=1e-6)

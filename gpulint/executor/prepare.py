@@ -158,8 +158,9 @@ def add_quant_adjustments(model: Model) -> None:
         name = model.op_name(op)
         order.append(op)
         if name == "QUANTIZE":
-            if op.outputs[0] in runtime and op.outputs[0] not in sg.outputs:  # a graph output: the host's
-                op.opcode_index, op.custom_options = code, _grid(sg.tensors[op.outputs[0]])
+            out = op.outputs[0]
+            if out in runtime and (out not in sg.outputs or readers.get(out)):  # else the host quantizes it
+                op.opcode_index, op.custom_options = code, _grid(sg.tensors[out])
             continue
         if name == "DEQUANTIZE" or (name in MOVES_VALUES and _on_grid(model, op)):
             continue
@@ -188,20 +189,18 @@ def _grid(tensor: Tensor) -> bytes:
 
 
 def _on_grid(model: Model, op: Operator) -> bool:
-    """Every int8/uint8 input of `op` has its (first) output's type, scale and zero point."""
+    """Every int8/uint8 input and output of `op` has one type, scale and zero point."""
     sg = model.subgraphs[0]
-    out = sg.tensors[op.outputs[0]] if op.outputs else None
-    if out is None or out.quantization is None:
-        return False
-    grid = (out.type, out.quantization.scale, out.quantization.zero_point or [0])
-    for t in op.inputs:
+    grids = set()
+    for t in [*op.inputs, *op.outputs]:
         tensor = sg.tensors[t] if t >= 0 else None
         if tensor is None or tensor.type not in QUANT_RANGES:
             continue
         q = tensor.quantization
-        if q is None or (tensor.type, q.scale, q.zero_point or [0]) != grid:
+        if q is None or not q.scale:
             return False
-    return True
+        grids.add((tensor.type, tuple(q.scale), tuple(q.zero_point or [0])))
+    return len(grids) == 1
 
 
 def adjustment(op: Operator) -> np.ndarray:
