@@ -54,17 +54,12 @@ runner = CliRunner()
 
 # (model, command) -> why the tool does not do it yet. Strict: the fix turns the case into an XPASS failure,
 # and whoever fixes it removes the line.
-VIT_INT8 = (
-    "#15 Done-means (verify FAILs no correct model): the executor computes the PT2E int8 ViT's int8 ops in float "
-    "without the QUANTIZE_AND_DEQUANTIZE the delegate puts after each (add_quant_adjustments.cc: round to the int8 "
-    "grid, clamp to the range), 25 int8 steps off at the output; LiteRT's int8 kernels are 0 steps from the "
-    "delegate's computation (verify's int8 twin), so the reference is right and the executor is not"
-)
-EXPECTED_FAIL: dict[tuple[str, str], str] = {
-    ("vit_int8.tflite", "verify-fp32"): VIT_INT8,
-    ("vit_int8.tflite", "verify-fp16"): VIT_INT8,
-    ("vit_int8.tflite", "fix-verify"): VIT_INT8,
-}
+# vit_int8 at fp16 PASSes at the edge: 3 int8 steps against a tolerance of 3 (0 at fp32). Half storage moves
+# 164 of the 2048 pre-rounding values of its patch embedding across a rounding boundary, in 59 of 64 tokens, and
+# LayerNorm, dividing by each token's spread (11-17 steps), turns those 1-step flips into 3 steps at its int8
+# output (measured per tensor against fp32, intermediates kept, seed 0): fp16's sensitivity on this graph, which
+# the delegate's fp16 computation shares, not a gap in the executor.
+EXPECTED_FAIL: dict[tuple[str, str], str] = {}
 
 
 @cache

@@ -312,45 +312,19 @@ def test_verify_passes(name: str, precision: str) -> None:
         assert o["nonfinite_in_candidate"] == 0, o
 
 
-# Full-int8 exports whose verify FAILs because the executor does not compute them as the delegate does: it runs
-# int8 ops in float without the QUANTIZE_AND_DEQUANTIZE the delegate puts after each (add_quant_adjustments.cc:
-# every int8 result rounded to its grid and clamped to its range). Measured: 12-13 steps off at every detect, pose
-# and segment output (mask prototypes and boxes/scores), 0-0.3 at the classifiers; LiteRT's int8 kernels are 0-2
-# steps from the delegate's computation on all 16 files. Whoever makes the executor round as the delegate does
-# empties this.
-INT8_EXECUTOR_OFF = (
-    "#15/#22: the executor computes int8 ops without the delegate's QUANTIZE_AND_DEQUANTIZE after each "
-    "(add_quant_adjustments.cc), 12-13 int8 steps off; the reference (the delegate's computation) is within 2 "
-    "steps of LiteRT's int8 kernels"
-)
-
-
-def int8_executor_off(name: str) -> bool:
-    return parts(name)[2] in INT8 and parts(name)[1] != "classify"
-
-
-def expect_int8_pass(name: str, passed: bool, why: object) -> None:
-    """PASS, or, where the executor is known not to round as the delegate does, a FAIL that is an xfail (and a
-    PASS there an error, as a strict xfail's XPASS is: the case is fixed and leaves INT8_EXECUTOR_OFF)."""
-    if int8_executor_off(name):
-        assert not passed, f"{name} passes now: take it out of int8_executor_off ({INT8_EXECUTOR_OFF})"
-        pytest.xfail(INT8_EXECUTOR_OFF)
-    assert passed, why
-
-
 @needs_opencl()
 @pytest.mark.parametrize("name", [n for n in NAMES if parts(n)[2] in INT8])
 def test_verify_int8(name: str) -> None:
     """Full int8 (float or int8 I/O): every output computed, no NaN; the int8 ops judged against the delegate's
     computation of them (float, each int8 result rounded to its grid), LiteRT's int8 kernels within 2 steps of
-    that (information, not the verdict); PASS where the executor computes as the delegate does."""
+    that (information, not the verdict); PASS: the executor rounds as the delegate does (add_quant_adjustments;
+    before it did, every detect, pose and segment export was 12-13 steps off)."""
     code, out = verify_json(yolo_file(name))
-    assert code in (0, 1), out
     assert "int8 op(s)" in out["cpu_reference"], out["cpu_reference"]
     for o in out["outputs"]:
         assert o["nonfinite_in_candidate"] == 0, o
         assert o["int8_gap"]["max_abs_error_steps"] <= 2, (o["name"], o["int8_gap"])
-    expect_int8_pass(name, (code, out["status"]) == (0, "PASS"), [(o["name"], o["reason"]) for o in out["outputs"]])
+    assert (code, out["status"]) == (0, "PASS"), [(o["name"], o["reason"]) for o in out["outputs"]]
 
 
 @needs_opencl()
@@ -405,16 +379,11 @@ def test_wrong_class_scores_fail(tmp_path: Path, arch: str, precision: str) -> N
 @needs_opencl()
 @pytest.mark.parametrize("name", NAMES)
 def test_fix_verify(tmp_path: Path, name: str) -> None:
-    """`fix --verify` writes the fixed file when the executor agrees with the CPU on it."""
-    scheme = parts(name)[2]
+    """`fix --verify` writes the fixed file: the executor agrees with the CPU on every export, full int8 included."""
     dst = tmp_path / name
     r = cli("fix", "--verify", yolo_file(name), "-o", dst)
     assert str(tmp_path) not in r.output.replace(str(dst), "")  # no temporary file named
-    if scheme in FLOAT:
-        assert r.exit_code == 0 and dst.is_file(), r.output
-    else:  # int8: never a file the executor disagrees with
-        assert r.exit_code in (0, 1) and dst.is_file() == (r.exit_code == 0), r.output
-        expect_int8_pass(name, r.exit_code == 0, r.output[-2000:])
+    assert r.exit_code == 0 and dst.is_file(), r.output[-2000:]
 
 
 @needs_opencl()
