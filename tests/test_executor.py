@@ -150,7 +150,10 @@ def test_ops_in_fp16(name: str) -> None:
     assert_matches(single(_fp16_cases()[name]), precision="fp16")
 
 
-def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str) -> Model:
+def conv_model(
+    cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str, groups: int = 1
+) -> Model:
+    """One CONV_2D on a 9x9 input; `groups` > 1 makes its filter [cout, k, k, cin / groups]."""
     if stride > 1 and dilation > 1:
         pytest.skip("TFLite refuses strided dilated convs")
     size = 9
@@ -160,7 +163,7 @@ def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding:
         x = g.input("x", [1, size, size, cin])
         return g.op(
             "CONV_2D",
-            [x, g.const("w", w(cout, k, k, cin)), g.const("b", w(cout))],
+            [x, g.const("w", w(cout, k, k, cin // groups)), g.const("b", w(cout))],
             [1, o, o, cout],
             options=dict(
                 padding=padding,
@@ -871,26 +874,7 @@ def test_buffers_are_reused_by_lifetime_without_changing_results() -> None:
 def test_grouped_conv2d(
     cin: int, cout: int, groups: int, k: int, stride: int, dilation: int, padding: str, act: str
 ) -> None:
-    size = 9
-    o = out_size(size, k, stride, dilation, padding)
-
-    def build(g: SubgraphBuilder) -> int:
-        x = g.input("x", [1, size, size, cin])
-        return g.op(
-            "CONV_2D",
-            [x, g.const("w", w(cout, k, k, cin // groups)), g.const("b", w(cout))],
-            [1, o, o, cout],
-            options=dict(
-                padding=padding,
-                stride_w=stride,
-                stride_h=stride,
-                dilation_w_factor=dilation,
-                dilation_h_factor=dilation,
-                fused_activation_function=act,
-            ),
-        )
-
-    model = single(build)
+    model = conv_model(cin, cout, k, stride, dilation, padding, act, groups)
     assert_matches(model)
     assert_matches(model, precision="fp16")
 

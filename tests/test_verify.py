@@ -789,25 +789,6 @@ def test_fix_verify_error_names_the_users_file(tmp_path: Path) -> None:
 
 
 @needs_device
-def test_no_compiler_warnings_at_fp16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 15 item 6: pyopencl's CompilerWarning (PoCL's notes on float16 vectors) printed on
-    every fp16 run with a cold kernel cache."""
-    import warnings
-
-    from gpulint.executor import program as cl_program
-
-    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "kernels"))
-    monkeypatch.setattr(cl_program, "_PROGRAMS", {})  # build every kernel again
-    path = tmp_path / "conv.tflite"
-    write(conv_model(32), path)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        r = runner.invoke(app, ["verify", str(path), "--precision", "fp16"])
-    assert r.exit_code == 0, r.output
-    assert not [w for w in seen if type(w.message).__name__ == "CompilerWarning"], seen[0].message
-
-
-@needs_device
 def test_bisect_names_a_nan_op_before_a_dynamic_range_drift(tmp_path: Path) -> None:
     """Issue 22 item 2: an early op with a dynamic-range-sized gap (its weights quantized to int8,
     run as a hybrid op) and a later op that makes NaN. The first op whose output has a NaN/Inf
