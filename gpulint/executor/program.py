@@ -158,25 +158,28 @@ def keeps_own_cache(device: Device) -> bool:
 
 def _build(device: Device, source: str) -> Any:
     cl = opencl()
-    own_cache = keeps_own_cache(device)
+    if keeps_own_cache(device):
+        return _compile(device, source)
     digest = hashlib.sha256(
         "\0".join([device.name, device.driver, str(device.device.version), source, BUILD_OPTIONS]).encode()
     ).hexdigest()[:32]
     path = cache_dir() / f"{digest}.bin"
-    if not own_cache and path.exists():
+    if path.exists():
         try:
             return cl.Program(device.context, [device.device], [path.read_bytes()]).build(BUILD_OPTIONS)
         except Exception:
             pass  # a stale or foreign binary: build from source below
-    try:
-        built = cl.Program(device.context, source).build(BUILD_OPTIONS)
-    except Exception as e:
-        raise ExecutorError(f"the kernels failed to build on {device.describe()}: {str(e)[-2000:]}") from None
-    if own_cache:
-        return built
+    built = _compile(device, source)
     with contextlib.suppress(Exception):  # a binary we cannot save is compiled again next time
         binary = built.get_info(cl.program_info.BINARIES)[0]
         if binary:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, [binary])
     return built
+
+
+def _compile(device: Device, source: str) -> Any:
+    try:
+        return opencl().Program(device.context, source).build(BUILD_OPTIONS)
+    except Exception as e:
+        raise ExecutorError(f"the kernels failed to build on {device.describe()}: {str(e)[-2000:]}") from None

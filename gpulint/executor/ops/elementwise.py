@@ -39,18 +39,18 @@ def rounding(cx: LowerContext, op: OpView) -> tuple[int, Any, str]:
     return after.outputs[0], cx.buffers.upload(adjustment(after), writable=False), "#define QUANT 1\n"
 
 
+def same_shape_args(cx: LowerContext, x: int, y: int, what: str) -> list[Any]:
+    """The leading arguments of a kernel that maps x to a y of its shape, value by value
+    (unary, quantize_dequantize): the two buffers, y's dims and channel count."""
+    if layout.bhwc(cx.shape(x)) != layout.bhwc(cx.shape(y)):
+        raise ExecutorError(f"{what} whose output shape differs from its input")
+    ys = cx.shape(y)
+    return [cx.buffers.tensor(x), cx.buffers.tensor(y), int4(layout.dims4(ys)), np.int32(ys[-1] if ys else 1)]
+
+
 def unary_launch(cx: LowerContext, op: OpView, code: int, param: float) -> Launch:
     x, (y, q, quant) = op.inputs[0], rounding(cx, op)
-    if layout.bhwc(cx.shape(x)) != layout.bhwc(cx.shape(y)):
-        raise ExecutorError("an elementwise op whose output shape differs from its input")
-    args = [
-        cx.buffers.tensor(x),
-        cx.buffers.tensor(y),
-        int4(layout.dims4(cx.shape(y))),
-        np.int32(cx.shape(y)[-1] if cx.shape(y) else 1),
-        np.float32(param),
-        q,
-    ]
+    args = [*same_shape_args(cx, x, y, "an elementwise op"), np.float32(param), q]
     return cx.launch(op.index, "unary", args, grid(cx.shape(y), 8), f"#define OP {code}\n{quant}")
 
 
