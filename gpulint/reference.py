@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from gpulint.model.ir import NUMPY_DTYPES, Model, Operator, Tensor
+from gpulint.model.ir import NUMPY_DTYPES, Model, Operator, Subgraph, Tensor
 from gpulint.text import clean
 
 
@@ -215,8 +215,6 @@ def float_twin(model: Model, ops: Sequence[int] | None = None) -> Model:
     the delegate runs) dequantized to float32 (per tensor or per channel, as the delegate
     dequantizes them): the same graph, computed in float where the GPU computes it. Changes
     `model` in place and returns it; tensor names stay, so intermediates still match."""
-    from gpulint.passes.edit import add_const, dequantize
-
     sg = model.subgraphs[0]
     made: dict[int, int] = {}
     for index in hybrid_ops(model) if ops is None else ops:
@@ -225,13 +223,21 @@ def float_twin(model: Model, ops: Sequence[int] | None = None) -> Model:
             tensor = sg.tensors[t] if t >= 0 else None
             if tensor is None or tensor.type not in QUANTIZED_WEIGHTS or model.tensor_data(tensor) is None:
                 continue
-            if t not in made:
-                value = dequantize(model, tensor)
-                if value is None:
-                    continue
-                made[t] = add_const(model, sg, f"{tensor.name}/dequantized", value)
-            op.inputs[k] = made[t]
+            op.inputs[k] = _dequantized_const(model, sg, t, made)
     return model
+
+
+def _dequantized_const(model: Model, sg: Subgraph, t: int, made: dict[int, int]) -> int:
+    """The float32 copy of quantized constant `t`, made once per tensor (`made`); `t` itself
+    where it cannot be dequantized."""
+    from gpulint.passes.edit import add_const, dequantize
+
+    if t not in made:
+        value = dequantize(model, sg.tensors[t])
+        if value is None:
+            return t
+        made[t] = add_const(model, sg, f"{sg.tensors[t].name}/dequantized", value)
+    return made[t]
 
 
 # -- full-int8 models ----------------------------------------------------------------------------
@@ -289,8 +295,6 @@ def fake_quant_twin(model: Model, ops: Sequence[int] | None = None) -> Model:
     as before, as a CPU partition does beside the delegate. The rounding differs from the
     delegate's only on exact halves (the interpreter's QUANTIZE rounds them away from zero,
     the delegate's kernel up). Changes `model` in place and returns it."""
-    from gpulint.passes.edit import add_const, dequantize
-
     sg = model.subgraphs[0]
     chosen = set(int8_ops(model))
     if ops is not None:
@@ -323,12 +327,7 @@ def fake_quant_twin(model: Model, ops: Sequence[int] | None = None) -> Model:
                     order.append(Operator(to_float, [t], [as_float[t]]))
                 op.inputs[k] = as_float[t]
             elif tensor.type in QUANTIZED_CONSTANTS and model.tensor_data(tensor) is not None:
-                if t not in consts:
-                    value = dequantize(model, tensor)
-                    if value is None:
-                        continue
-                    consts[t] = add_const(model, sg, f"{tensor.name}/dequantized", value)
-                op.inputs[k] = consts[t]
+                op.inputs[k] = _dequantized_const(model, sg, t, consts)
         order.append(op)
         if model.op_name(op) == "QUANTIZE":  # a requantization: now a rounding of the float value
             continue
