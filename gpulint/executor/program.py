@@ -133,7 +133,7 @@ def kernels(device: Device, half: bool, wanted: Iterable[tuple[str, str]]) -> di
     for name, defines in variants:
         key = (id(device.context), half, looped, name, defines)
         if key not in _PROGRAMS:
-            _PROGRAMS[key] = _build(device, defines + common + "\n" + bodies[name])
+            _PROGRAMS[key] = _build(device, defines + kernel_sources(half, device.fp16, looped)[name])
         makers[(name, defines)] = partial(cl.Kernel, _PROGRAMS[key], name)
     return makers
 
