@@ -1,0 +1,127 @@
+"""--bisect: the first op whose output diverges, read from every tensor of one run on each side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpulint import compare, reference
+from gpulint.compare import Verdict
+from gpulint.executor import Device
+from gpulint.model.ir import Model
+from gpulint.text import clean
+from gpulint.verify.intermediates import executor_tensors
+from gpulint.verify.request import Request
+from gpulint.verify.result import VerifyResult
+from gpulint.verify.twins import Twins
+
+
+def bisect(
+    req: Request,
+    original: Model,
+    candidate: Model,
+    device: Device,
+    ref_in: Any,
+    cand_in: Any,
+    rewrite: bool,
+    twins: Twins,
+    result: VerifyResult,
+) -> dict[str, Any]:
+    """The first op, in the candidate's execution order, whose output differs from the tensor of
+    the same name: the candidate's on the CPU against the original's there when the rewrite
+    FAILs, else the executor's against the candidate's on the CPU.
+
+    Each tensor is judged as the outputs are, against its own CPU noise (the reference side run
+    again on inputs one ulp away: the interpreter keeps intermediates only on its builtin
+    kernels, so XNNPACK cannot be the second opinion here), so accumulation-order noise grown
+    through the network is not blamed on the op where it crosses a floor. The first op whose
+    output has a NaN/Inf where the reference has a number comes before any drift: it is named,
+    not an earlier op whose finite values drift (a dynamic-range gap; kept as `drift_before`)."""
+    cand_path = twins.candidate or req.candidate_path or req.model_path
+    nonfinite = any(v.metrics.get("nonfinite_mismatch") for o in result.outputs for v in o.comparisons().values())
+    kind = "rewrite" if rewrite else "executor"
+    if rewrite:
+        expected, second = reference.run_all_tensors_with_noise(twins.original or req.model_path, ref_in)
+        got = reference.run_all_tensors(cand_path, cand_in)
+        quant = {t.name: t.quantization for t in original.subgraphs[0].tensors}
+        policy, precision = compare.REWRITE_PROOF, "fp32"
+    else:
+        expected, second = reference.run_all_tensors_with_noise(cand_path, cand_in)
+        got = executor_tensors(candidate, device, req, cand_in)
+        quant = {t.name: t.quantization for t in candidate.subgraphs[0].tensors}
+        policy, precision = compare.EXECUTOR_VS_CPU, req.precision
+    sg = candidate.subgraphs[0]
+    compared = 0
+    drift: dict[str, Any] | None = None  # the first op whose finite values leave their noise
+    for index, op in enumerate(sg.operators):
+        for t in op.outputs:
+            name = sg.tensors[t].name
+            if name not in expected or name not in got:
+                continue
+            q = quant.get(name)
+            ref = _as_float(expected[name], q)
+            value = _as_float(got[name], q)
+            if ref is None or value is None or ref.shape != value.shape:
+                continue
+            compared += 1
+            step = None  # float tensors: their CPU noise; int8 ones: quantization steps of the tensor
+            if expected[name].dtype.kind in "iu" and q is not None and q.scale:
+                step = float(q.scale[0])
+            nudged = _as_float(second[name], q) if name in second else None
+            noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
+            res = compare.judge(name, [ref], [value], policy, precision, noise, step)
+            if res.metrics.get("nonfinite_in_candidate"):  # NaN/Inf where the reference has numbers
+                found = _divergence(kind, candidate, op, index, name, res, compared)
+                found["first_nonfinite"] = res.metrics["nonfinite_in_candidate"]
+                found["reason"] = (
+                    f"the first op whose output has NaN/Inf where the {'original' if rewrite else 'CPU'} has "
+                    f"numbers ({res.metrics['nonfinite_in_candidate']} of {ref.size} values)"
+                )
+                if drift is not None:
+                    found["drift_before"] = drift
+                return found
+            if not res.passed and drift is None:  # kept while a later op may still make a NaN
+                drift = _divergence(kind, candidate, op, index, name, res, compared)
+    if drift is not None and not nonfinite:
+        return drift
+    first = next((o.first_nonfinite for o in result.outputs if o.first_nonfinite and o.first_nonfinite.get("op")), None)
+    if nonfinite and first is not None:  # the NaN is seen on one side only (the executor's run)
+        return {
+            "comparison": kind,
+            **{k: first[k] for k in ("op", "op_index", "tensor")},
+            "reason": f"first NaN/Inf, seen on the {first.get('found_on', first['side'])}",
+            "compared": compared,
+            **({"drift_before": drift} if drift is not None else {}),
+        }
+    if drift is not None:  # a NaN only in the reference, or one no kept tensor shows
+        return drift
+    return {
+        "comparison": kind,
+        "op": None,
+        "compared": compared,
+        "note": "no intermediate tensor diverges beyond its CPU noise; the outputs' tolerance is tighter",
+    }
+
+
+def _divergence(kind: str, model: Model, op: Any, index: int, name: str, res: Verdict, compared: int) -> dict[str, Any]:
+    return {
+        "comparison": kind,
+        "op": clean(model.op_name(op), 60),
+        "op_index": index,
+        "tensor": clean(name, 200),
+        "max_abs_error": res.metrics.get("max_abs_error"),
+        "tolerance": res.tolerance.atol,
+        "rtol": res.tolerance.rtol,
+        "tolerance_source": res.tolerance.source,
+        "reason": res.reason,
+        "compared": compared,
+    }
+
+
+def _as_float(value: np.ndarray, q: Any) -> np.ndarray | None:
+    if value.dtype.kind == "f":
+        return value.astype(np.float32)
+    if value.dtype.kind in "iu" and q is not None and q.scale:
+        return np.asarray((value.astype(np.float64) - q.zero_point[0]) * q.scale[0], np.float32)
+    return None

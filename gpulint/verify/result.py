@@ -1,0 +1,96 @@
+"""A verification's results: each output's two verdicts, and the whole run (its JSON shape)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulint.compare import Tolerance, Verdict
+
+
+@dataclass
+class OutputResult:
+    """One output: the rewrite comparison and the executor comparison."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    rewrite: Verdict
+    executor: Verdict
+    first_nonfinite: dict[str, Any] | None = None  # the op that first made a NaN/Inf
+    hybrid_gap: dict[str, Any] | None = None  # the CPU's hybrid kernels against float (information)
+    int8_gap: dict[str, Any] | None = None  # the CPU's int8 kernels against float + rounding (information)
+
+    @property
+    def passed(self) -> bool:
+        return self.rewrite.passed and self.executor.passed
+
+    # The executor comparison is the one most readers look for: its numbers stand at the top.
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.executor.metrics
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.executor.tolerance
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(f"{k}: {v.reason}" for k, v in self.comparisons().items() if v.reason)
+
+    def comparisons(self) -> dict[str, Verdict]:
+        return {"rewrite": self.rewrite, "executor": self.executor}
+
+    def to_json(self) -> dict[str, Any]:
+        ex = self.executor.to_json()
+        return {
+            **ex,
+            "status": "PASS" if self.passed else "FAIL",
+            "reason": self.reason,
+            "rewrite": self.rewrite.to_json(),
+            "executor": ex,
+            "first_nonfinite": self.first_nonfinite,
+            "hybrid_gap": self.hybrid_gap,
+            "int8_gap": self.int8_gap,
+        }
+
+
+@dataclass
+class VerifyResult:
+    model: str
+    candidate: str
+    device: str
+    precision: str
+    runs: int
+    partitions: list[dict[str, Any]]
+    outputs: list[OutputResult] = field(default_factory=list)
+    noise_probe: str = ""
+    integer_inputs: list[dict[str, Any]] = field(default_factory=list)  # random ints: their range, and why
+    cpu_reference: str = ""  # what the CPU side ran, where it is not the model as given
+    attribution: str = ""
+    bisect: dict[str, Any] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # the runner's: ops moved to the CPU side, and why
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "candidate": self.candidate,
+            "status": "PASS" if self.passed else "FAIL",
+            "device": self.device,
+            "precision": self.precision,
+            "runs": self.runs,
+            "partitions": self.partitions,
+            "noise_probe": self.noise_probe,
+            "integer_inputs": self.integer_inputs,
+            "cpu_reference": self.cpu_reference,
+            "outputs": [o.to_json() for o in self.outputs],
+            "attribution": self.attribution,
+            "bisect": self.bisect,
+            "seconds": self.seconds,
+            "warnings": self.warnings,
+        }
