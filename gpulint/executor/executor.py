@@ -85,7 +85,8 @@ class Executor:
         import pyopencl as cl
 
         assert self.device is not None
-        queue = self.device.queue
+        # One queue for the whole run (uploads, launches, reads), which ends with the queue finished.
+        queue = self.device.profiling if profile else self.device.queue
         if len(inputs) != len(self.sg.inputs):
             raise ExecutorError(f"the model takes {len(self.sg.inputs)} inputs, got {len(inputs)}")
         for t, x in zip(self.sg.inputs, inputs, strict=True):
@@ -97,7 +98,7 @@ class Executor:
             if value.size != int(np.prod(shape)):
                 raise ExecutorError(f"input {self.sg.tensors[t].name} has {value.size} values, not shape {shape}")
             cl.enqueue_copy(queue, self.raw_inputs[target], np.ascontiguousarray(value, np.float32))
-        events = launch.enqueue(self.device, self.input_launches + self.launches)
+        events = launch.enqueue(self.device, self.input_launches + self.launches, queue)
         outputs = []
         for t in self.sg.outputs:
             source, q = self.edges_out.get(t, (t, None))

@@ -57,14 +57,16 @@ def new_launch(
     args: list[Any],
     size: tuple[int, ...],
     defines: str = "",
+    local: tuple[int, ...] | None = None,
 ) -> Launch:
     """A launch, bound later with all the others (bind_all). On a CPU device, work groups of
     one item: every kernel already does a block of outputs per item, and PoCL compiles a kernel
     once per work-group size, so letting it choose sizes by grid compiled each kernel several
     times: pose_detection's cold start was 19-20 s against 9-10 s this way, for the same warm
     latency (within 5% on every MediaPipe model). A GPU needs many items per group: its driver
-    chooses."""
-    local = (1,) * len(size) if device.cpu else None
+    chooses, unless the kernel needs a group of its own (`local`: a work-group reduction)."""
+    if local is None and device.cpu:
+        local = (1,) * len(size)
     return Launch(op_index, op, kernel, args, size, local, defines)
 
 
@@ -83,14 +85,14 @@ def grid(shape: list[int], columns: int = 1) -> tuple[int, int, int]:
     return (-(-w // columns), h, b * layout.slices(c))
 
 
-def enqueue(device: Device, launches: list[Launch]) -> list[Any]:
-    """Every launch, in order, on the device's queue; their events. A launch the driver refuses
-    is an ExecutorError naming its op and kernel."""
+def enqueue(device: Device, launches: list[Launch], queue: Any) -> list[Any]:
+    """Every launch, in order, on `queue` (the device's plain or profiling queue); their events. A
+    launch the driver refuses is an ExecutorError naming its op and kernel."""
     cl = opencl()
     events = []
     for ln in launches:
         try:
-            events.append(cl.enqueue_nd_range_kernel(device.queue, ln.bound, ln.global_size, ln.local_size))
+            events.append(cl.enqueue_nd_range_kernel(queue, ln.bound, ln.global_size, ln.local_size))
         except cl.Error as e:
             where = f"op {ln.op_index} {ln.op}" if ln.op_index >= 0 else ln.op  # -1: an input's conversion
             where += f" (kernel {ln.kernel})"
