@@ -21,6 +21,7 @@ from helpers import opencl_device
 from gpulint.executor import Executor, ExecutorError, layout
 from gpulint.executor import program as program_module
 from gpulint.executor.ops import conv as conv_module
+from gpulint.executor.ops import reduce as reduce_module
 from gpulint.model import Model, read, to_bytes
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
@@ -436,6 +437,51 @@ def test_reduce(shape: list[int], axes: list[int], keep: bool, op: str) -> None:
             )
         )
     )
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "op"),
+    [
+        ([1, 16, 16, 6], [1, 2], "MEAN"),  # 256 cells: a full group
+        ([1, 9, 11, 5], [1, 2], "SUM"),  # 99 cells: a group of 128, some items idle
+        ([2, 40, 3, 7], [0, 1], "REDUCE_MAX"),
+        ([1, 3, 80, 4], [2], "REDUCE_MIN"),
+        ([1, 70, 3], [1], "REDUCE_PROD"),
+        ([1, 33, 40, 9], [1, 2], "MEAN"),  # more cells than items: each item loops
+    ],
+)
+def test_reduce_as_a_gpu_runs_it(shape: list[int], axes: list[int], op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU's work-group reduction (reduce_wg), on whatever device this is."""
+    monkeypatch.setattr(reduce_module, "work_groups", lambda device: True)
+    out = [1 if i in axes else d for i, d in enumerate(shape)]
+    x = np.random.default_rng(0).uniform(0.9, 1.1 if op == "REDUCE_PROD" else 3.0, shape).astype(np.float32)
+
+    def build(g: SubgraphBuilder) -> int:
+        axes_t = g.const("axes", np.array(axes, np.int32))
+        return g.op(op, [g.input("x", shape), axes_t], out, options=dict(keep_dims=True))
+
+    assert_matches(single(build), [x])
+    assert [ln.kernel for ln in Executor(single(build), DEVICE).launches] == ["reduce_wg"]
+
+
+@pytest.mark.parametrize("act", ["NONE", "RELU"])
+def test_global_average_pool_is_a_mean(act: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delegate's GlobalPoolingToReduceOp: an unpadded window over the whole input is a MEAN
+    over H and W (a GPU's work-group reduction); with a fused activation it stays a pool."""
+    monkeypatch.setattr(reduce_module, "work_groups", lambda device: True)
+
+    def build(g: SubgraphBuilder) -> int:
+        opts = dict(padding="VALID", stride_w=24, stride_h=20, filter_width=24, filter_height=20)
+        return g.op(
+            "AVERAGE_POOL_2D",
+            [g.input("x", [1, 20, 24, 10])],
+            [1, 1, 1, 10],
+            options=opts | dict(fused_activation_function=act),
+        )
+
+    assert_matches(single(build))
+    kernels = [ln.kernel for ln in Executor(single(build), DEVICE).launches]
+    assert kernels == (["reduce_wg"] if act == "NONE" else ["pool2d"])
 
 
 @pytest.mark.parametrize("shape", [[1, 10], [1, 4, 4, 6], [2, 3, 17]])

@@ -24,7 +24,17 @@ def asked_for() -> set[str]:
     """Every kernel name the executor's lowering can form (ops/*.py, lowering.py)."""
     names = {"input_to_slices", "copy_pairs", "copy_slices", "unary", "binary", "depthwise_conv2d"}
     names.add("quantize_dequantize")  # ops/quantize.py: an int8 result rounded to its grid
-    names |= {"transpose_conv", "batch_matmul", "lstm_cell", "pool2d", "reduce", "softmax", "cumsum", "resize"}
+    names |= {
+        "transpose_conv",
+        "batch_matmul",
+        "lstm_cell",
+        "pool2d",
+        "reduce",
+        "reduce_wg",
+        "softmax",
+        "cumsum",
+        "resize",
+    }
     for ob, fused in itertools.product((1, 2, 4), ("", "_fused")):
         names.add(f"conv_o{ob}{fused}")
         names |= {f"conv1x1_o{ob}_p{px}{fused}" for px in (1, 8)}

@@ -33,11 +33,19 @@ class LowerContext:
     def float_const(self, t: int) -> np.ndarray | None:
         return self.view.float_const(t)
 
-    def launch(self, oi: int, kernel: str, args: list[Any], size: tuple[int, ...], defines: str = "") -> Launch:
+    def launch(
+        self,
+        oi: int,
+        kernel: str,
+        args: list[Any],
+        size: tuple[int, ...],
+        defines: str = "",
+        local: tuple[int, ...] | None = None,
+    ) -> Launch:
         """Kernel `kernel` bound for op `oi`, named for the op and the ops fused into it (CONV_2D+ADD)."""
         ops = self.view.sg.operators
         name = "+".join(self.view.name(ops[i]) for i in [oi, *self.plan.chains.get(oi, [])])
-        return new_launch(self.device, oi, name, kernel, args, size, defines)
+        return new_launch(self.device, oi, name, kernel, args, size, defines, local)
 
     def window_input(
         self, oi: int, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int], padding: str

@@ -6,6 +6,7 @@ import numpy as np
 
 from gpulint.executor import layout
 from gpulint.executor.context import LowerContext, pads
+from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.graph import OpView
 from gpulint.executor.launch import Launch, grid, int2, int4
@@ -18,6 +19,13 @@ def pool(cx: LowerContext, op: OpView) -> list[Launch]:
     xs, ys = cx.shape(x), cx.shape(y)
     kh, kw, sh, sw = opts["filter_height"], opts["filter_width"], opts["stride_h"], opts["stride_w"]
     pad = pads(xs, ys, (kh, kw), (sh, sw), (1, 1), opts["padding"])
+    _, h, w, _ = layout.bhwc(xs)
+    _, oh, ow, _ = layout.bhwc(ys)
+    unpadded = not (int(pad["x"]) or int(pad["y"]))
+    if op.name == "AVERAGE_POOL_2D" and (kh, kw, oh, ow) == (h, w, 1, 1) and unpadded and not op.act:
+        # The delegate's GlobalPoolingToReduceOp (transformations/global_pooling_to_reduce_op.cc):
+        # a window over the whole input, unpadded, is a MEAN over H and W.
+        return _reduce(cx, op.index, x, y, [0, 1, 1, 0], REDUCE["MEAN"])
     args = [
         cx.buffers.tensor(x),
         cx.buffers.tensor(y),
@@ -34,34 +42,49 @@ def pool(cx: LowerContext, op: OpView) -> list[Launch]:
 
 
 def reduce(cx: LowerContext, op: OpView) -> list[Launch]:
-    """Over the axes given, into a buffer of the kept dims; copied to the output's layout when
-    its rank (keep_dims) lays it out otherwise."""
-    x, y = op.inputs[0], op.outputs[0]
-    xs = cx.shape(x)
+    x = op.inputs[0]
     axes_value = cx.const(op.inputs[1])
     if axes_value is None:
         raise ExecutorError("runtime axes")
     flags = [0, 0, 0, 0]
     for a in axes_value.ravel():
-        flags[layout.bhwc_axis(len(xs), int(a))] = 1
+        flags[layout.bhwc_axis(len(cx.shape(x)), int(a))] = 1
+    return _reduce(cx, op.index, x, op.outputs[0], flags, REDUCE[op.name])
+
+
+# A GPU's work-group size for reduce_wg, as the delegate's GetMaximumWGTotalSize picks by default.
+GROUP = 256
+
+
+def work_groups(device: Device) -> bool:
+    """Reduce with a work group per output (reduce_wg)? On a GPU; a CPU device's one item per
+    output already loops over a block at full speed."""
+    return not device.cpu
+
+
+def _reduce(cx: LowerContext, oi: int, x: int, y: int, flags: list[int], code: int) -> list[Launch]:
+    """Over the axes flagged (B, H, W, C), into a buffer of the kept dims; copied to the output's
+    layout when its rank (keep_dims) lays it out otherwise."""
+    xs = cx.shape(x)
     b, h, w, c = layout.bhwc(xs)
     kept = [1 if flags[0] else b, 1 if flags[1] else h, 1 if flags[2] else w, 1 if flags[3] else c]
     same = layout.bhwc(cx.shape(y)) == tuple(kept)
     dst = cx.buffers.tensor(y) if same else cx.buffers.scratch(kept)
-    args = [
-        cx.buffers.tensor(x),
-        dst,
-        int4(layout.dims4(xs)),
-        np.int32(c),
-        int4(layout.dims4(kept)),
-        np.int32(kept[3]),
-        int4(flags),
-        np.int32(REDUCE[op.name]),
-    ]
-    launches = [cx.launch(op.index, "reduce", args, grid(kept))]
+    cells = (b if flags[0] else 1) * (h if flags[1] else 1) * (w if flags[2] else 1)
+    if work_groups(cx.device) and not flags[3] and cells >= 64:
+        group = min(GROUP, 1 << (cells - 1).bit_length())
+        args = [cx.buffers.tensor(x), dst, int4(layout.dims4(xs)), int4(layout.dims4(kept)), np.int32(c)]
+        args += [int4(flags), np.int32(code), opencl().LocalMemory(16 * group)]
+        kb, kh, kw, kc = kept
+        size = (kw * group, kh, kb * layout.slices(kc))
+        launches = [cx.launch(oi, "reduce_wg", args, size, local=(group, 1, 1))]
+    else:
+        args = [cx.buffers.tensor(x), dst, int4(layout.dims4(xs)), np.int32(c), int4(layout.dims4(kept))]
+        args += [np.int32(kept[3]), int4(flags), np.int32(code)]
+        launches = [cx.launch(oi, "reduce", args, grid(kept))]
     if not same:
         index = np.arange(int(np.prod(kept))).reshape(cx.shape(y))
-        launches += copy_map(cx, op.index, [(dst, kept)], cx.buffers.tensor(y), cx.shape(y), [index])
+        launches += copy_map(cx, oi, [(dst, kept)], cx.buffers.tensor(y), cx.shape(y), [index])
     return launches
 
 
