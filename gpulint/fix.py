@@ -159,7 +159,7 @@ def fix_model(
     disabled: set[str] = set()
     shaped = original
     if options.input_shapes:  # static-shapes pins these: prove every pass on inputs of those shapes
-        from gpulint.passes.static_shapes import bad_input_shapes
+        from gpulint.passes.static_shapes.pin import bad_input_shapes
 
         why = bad_input_shapes(original, options.input_shapes)
         if why:

@@ -22,7 +22,7 @@ from gpulint.model import Model, read, write
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
 from gpulint.model.ir import clone
 from gpulint.passes import PassOptions, PassResult, registry
-from gpulint.passes.static_shapes import bad_input_shapes, parse_input_shape
+from gpulint.passes.static_shapes.pin import bad_input_shapes, parse_input_shape
 from gpulint.rules.prepare import find_refusal
 
 I32 = np.int32

@@ -68,7 +68,7 @@ def fix(
     from gpulint.model import read
     from gpulint.output.fix import render_fix, render_fix_diff
     from gpulint.passes import PassOptions
-    from gpulint.passes.static_shapes import parse_input_shape
+    from gpulint.passes.static_shapes.pin import parse_input_shape
 
     if output is None and not dry_run:
         fail(None, "give --output FILE (or --dry-run)")
