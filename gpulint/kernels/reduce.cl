@@ -1,4 +1,5 @@
-// MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD over any of B, H, W, C (flags in `axes`).
+// MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD over any of B, H, W, C (flags in `axes`):
+// one item per output (a GPU uses reduce_wg below when C is kept).
 __kernel void reduce(__global const FLT* src, __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int4 axes,
                      int op) {
   int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
@@ -61,9 +62,9 @@ __kernel void cumsum(__global const FLT* src, __global FLT* dst, int4 d, int c, 
   STORE4((float4)(r[0], r[1], r[2], r[3]), slice_index(d, b, y, x, s), dst);
 }
 
-// The same reductions over B, H and W (not C) on a GPU, one work group per output slice: its
-// items split the cells, then halve in local memory, as the delegate's tasks/reduce.cc does for a
-// large extent. A GPU ran the one-item loop above 100x slower: 2.0 ms for a 128x128 mean (H100).
+// The same reductions over B, H and W (the channels kept) on a GPU, a float4 per cell and one work
+// group per output slice: its items split the cells, then halve in local memory, as the
+// delegate's tasks/reduce.cc does for a large extent.
 __kernel void reduce_wg(__global const FLT* src, __global FLT* dst, int4 sd, int4 dd, int dc, int4 axes, int op,
                         __local float4* part) {
   int lid = get_local_id(0), n = get_local_size(0);
@@ -72,11 +73,18 @@ __kernel void reduce_wg(__global const FLT* src, __global FLT* dst, int4 sd, int
   int nh = axes.y ? sd.y : 1, nw = axes.z ? sd.z : 1, cells = (axes.x ? sd.x : 1) * nh * nw;
   float4 acc = op == REDUCE_MAX ? (float4)(-INFINITY)
                : (op == REDUCE_MIN ? (float4)(INFINITY) : (float4)(op == REDUCE_PROD ? 1.0f : 0.0f));
+  // (ib, ih, iw) of cell i, stepped by n as a mixed-radix sum: no division per cell.
+  int dw = n % nw, dh = (n / nw) % nh, db = n / (nw * nh);
+  int iw = lid % nw, ih = (lid / nw) % nh, ib = lid / (nw * nh);
   for (int i = lid; i < cells; i += n) {
-    int iw = i % nw, ih = (i / nw) % nh, ib = i / (nw * nh);
     float4 v = LOAD4(slice_index(sd, axes.x ? ib : b, axes.y ? ih : y, axes.z ? iw : x, s), src);
     acc = op == REDUCE_MAX ? MAX_NAN(acc, v)
                            : (op == REDUCE_MIN ? MIN_NAN(acc, v) : (op == REDUCE_PROD ? acc * v : acc + v));
+    iw += dw;
+    if (iw >= nw) { iw -= nw; ih++; }
+    ih += dh;
+    if (ih >= nh) { ih -= nh; ib++; }
+    ib += db;
   }
   part[lid] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
