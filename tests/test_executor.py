@@ -634,9 +634,24 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         )
         return g.op("LOGISTIC", [y], out)
 
-    def shared(g: SubgraphBuilder, x: int) -> int:  # the conv's output is read twice: nothing fuses
+    def silu(g: SubgraphBuilder, x: int) -> int:  # YOLO's conv + SiLU, then a residual ADD
         conv = _conv(g, x, 5, 5)
-        return g.op("ADD", [g.op("RELU", [conv], [*shape, 5]), conv], [*shape, 5])
+        gated = g.op("MUL", [conv, g.op("LOGISTIC", [conv], [*shape, 5])], [*shape, 5])
+        return g.op("ADD", [gated, x], [*shape, 5])
+
+    def gate_first(g: SubgraphBuilder, x: int) -> int:  # the gate's result as the first operand
+        dw = _depthwise(g, x, 5)
+        return g.op("SUB", [g.op("TANH", [dw], [*shape, 5]), dw], [*shape, 5])
+
+    def read_thrice(g: SubgraphBuilder, x: int) -> int:  # the conv's output has a third reader: no gate
+        conv = _conv(g, x, 5, 5)
+        gated = g.op("MUL", [conv, g.op("LOGISTIC", [conv], [*shape, 5])], [*shape, 5])
+        return g.op("ADD", [gated, conv], [*shape, 5])
+
+    def shared(g: SubgraphBuilder, x: int) -> int:  # the unary op's result is read twice: nothing fuses
+        conv = _conv(g, x, 5, 5)
+        relu = g.op("RELU", [conv], [*shape, 5])
+        return g.op("ADD", [g.op("ADD", [relu, conv], [*shape, 5]), relu], [*shape, 5])
 
     return {
         "prelu": (prelu, ["CONV_2D+PRELU"]),
@@ -646,7 +661,10 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         "excite": (excite, ["MEAN", "LOGISTIC", "CONV_2D+MUL"]),
         "hoisted": (hoisted, ["PAD", "CONV_2D+ADD"]),  # PAD moved ahead of the conv
         "upsample": (upsample, ["TRANSPOSE_CONV+LOGISTIC"]),
-        "shared": (shared, ["CONV_2D", "RELU", "ADD"]),
+        "silu": (silu, ["CONV_2D+LOGISTIC+MUL+ADD"]),
+        "gate_first": (gate_first, ["DEPTHWISE_CONV_2D+TANH+SUB"]),
+        "read_thrice": (read_thrice, ["CONV_2D", "LOGISTIC", "MUL", "ADD"]),
+        "shared": (shared, ["CONV_2D", "RELU", "ADD", "ADD"]),
     }
 
 

@@ -1,9 +1,11 @@
 """What runs inside another op's kernel, decided before any buffer exists (pure: a FusionPlan).
 
-- Epilogues: up to two elementwise ops after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1) or
+- Epilogues: up to two elementwise steps after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1) or
   transposed conv run in that kernel's epilogue, as the delegate's OpenCL backend links them
   (GPUOperation::AddOperation); the rounding of an int8 result to its grid
-  (QUANTIZE_AND_DEQUANTIZE, an elementwise op there too) is one of them.
+  (QUANTIZE_AND_DEQUANTIZE, an elementwise op there too) is one of them. A gate, a binary op
+  of a value and a unary op of the same value (SiLU: MUL(x, LOGISTIC(x))), is one step, as the
+  delegate first merges the two (gpu_model.cc MergeElementwiseNodes, TYPE_1/TYPE_2).
 - Roundings: the rounding of an int8 result after a unary or binary op runs in that op's
   kernel.
 - PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
@@ -34,7 +36,8 @@ NO_STEP = (0, FORM["NONE"], 0, ACTIVATION["NONE"])  # (op, form, swap, act) of a
 @dataclass
 class FusionPlan:
     chains: dict[int, list[int]] = field(default_factory=dict)  # producer op -> the ops fused into it, in order
-    forms: dict[int, int] = field(default_factory=dict)  # fused op -> the FORM of its step
+    # fused op -> the FORM of its step; a gate's unary op has none (the binary op's GATE step runs it)
+    forms: dict[int, int] = field(default_factory=dict)
     pad_merges: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # conv -> (PAD op, top, left)
 
     @property
@@ -117,8 +120,17 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
         if depthwise and view.shape(op.inputs[0])[-1:] != view.shape(op.outputs[0])[-1:]:
             continue  # a depthwise multiplier's kernel has no epilogue
         chain: list[int] = []
-        t = op.outputs[0]
-        while len(chain) < 2 and t not in sg.outputs and len(readers.get(t, [])) == 1:
+        t, steps = op.outputs[0], 0
+        while steps < 2 and t not in sg.outputs:
+            gate = gate_ops(view, t)
+            if gate is not None:
+                unary, binary = gate
+                forms[binary] = FORM["GATE"]
+                chain += [unary, binary]
+                t, steps = sg.operators[binary].outputs[0], steps + 1
+                continue
+            if len(readers.get(t, [])) != 1:
+                break
             ri = readers[t][0]
             step = sg.operators[ri]
             if step.inputs.count(t) != 1 or len(step.outputs) != 1 or view.shape(step.outputs[0]) != view.shape(t):
@@ -128,10 +140,28 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
                 break
             forms[ri] = form
             chain.append(ri)
-            t = step.outputs[0]
+            t, steps = step.outputs[0], steps + 1
         if chain:
             chains[oi] = chain
     return chains, forms
+
+
+def gate_ops(view: GraphView, t: int) -> tuple[int, int] | None:
+    """(unary op, binary op) when `t` is read by exactly those two, the unary op's result only by
+    the binary op, which combines it with `t` itself, all of one shape: x * LOGISTIC(x)."""
+    sg, readers = view.sg, view.readers.get(t, [])
+    if len(readers) != 2:
+        return None
+    for ui, bi in (readers, readers[::-1]):
+        u, b = sg.operators[ui], sg.operators[bi]
+        if view.name(u) not in UNARY or u.inputs != [t] or len(u.outputs) != 1 or len(b.outputs) != 1:
+            continue
+        g = u.outputs[0]
+        if view.name(b) not in BINARY or sorted(b.inputs) != sorted([t, g]) or g in sg.outputs:
+            continue
+        if view.readers.get(g) == [bi] and view.shape(g) == view.shape(t) == view.shape(b.outputs[0]):
+            return ui, bi
+    return None
 
 
 def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | None:
@@ -162,13 +192,23 @@ def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | N
 
 def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[FusedStep]]:
     """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps it runs."""
-    t, steps = view.sg.operators[oi].outputs[0], []
+    t, steps, gate = view.sg.operators[oi].outputs[0], [], None
     for ri in plan.chains.get(oi, []):
         step = view.sg.operators[ri]
         name = view.name(step)
-        form = plan.forms[ri]
+        form = plan.forms.get(ri)
         opts = step.builtin_options.values if step.builtin_options is not None else {}
-        if form == FORM["UNARY"]:
+        if form is None:  # a gate's unary op: the GATE step after it runs it
+            gate = step
+            continue
+        if form == FORM["GATE"]:
+            assert gate is not None
+            gate_opts = gate.builtin_options.values if gate.builtin_options is not None else {}
+            act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
+            # swap: 2 x the gate's unary code, + 1 when the gate comes first (LOGISTIC(x) * x)
+            swap = 2 * unary_code(view.name(gate), gate_opts) + int(step.inputs[0] != t)
+            steps.append(FusedStep((BINARY[name], form, swap, act), gate_opts.get("alpha", 0.0), None))
+        elif form == FORM["UNARY"]:
             steps.append(FusedStep((unary_code(name, opts), form, 0, 0), opts.get("alpha", 0.0), None))
         elif form == FORM["QUANTIZE"]:
             steps.append(FusedStep((0, form, 0, 0), 0.0, adjustment(step)))

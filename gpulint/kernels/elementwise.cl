@@ -77,6 +77,8 @@ STEP_INLINE float4 quantize4(float4 x, float4 q) {
 // FORM_QUANTIZE (quantize4, its operand the 4 values q), or a binary op (BINARY_*) whose
 // operand is FORM_CHANNEL (per channel: slice s), FORM_TENSOR (shaped like the output: float4
 // index i) or FORM_SCALAR; swap puts the operand first; act is the binary op's fused activation.
+// FORM_GATE: the binary op of v and a unary op of v (SiLU), swap = 2 x the unary op's code, + 1
+// when the unary op's result is the first operand; p is the unary op's parameter.
 // The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
 // `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
 // `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
@@ -93,6 +95,10 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
   if (e.y == FORM_NONE) return v;
   if (e.y == FORM_UNARY) return unary4(v, e.x, p);
   if (e.y == FORM_QUANTIZE) return quantize4(v, LOAD4(0, o));
+  if (e.y == FORM_GATE) {
+    float4 g = unary4(v, e.z >> 1, p);
+    return activate(e.z & 1 ? binary4(g, v, e.x) : binary4(v, g, e.x), e.w);
+  }
   float4 u = e.y == FORM_CHANNEL ? LOAD4(s, o) : (e.y == FORM_TENSOR ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
   return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
 }
