@@ -13,12 +13,34 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
   int n0 = s * 4, last = dc - 1;  // lanes past N read row N - 1 and are masked at the store
   int n1 = min(n0 + 1, last), n2 = min(n0 + 2, last), n3 = min(n0 + 3, last);
   float4 acc = LOAD4(s, bias);
-  for (int k = 0; k < k_size; k++) {
-    float va = adj_x ? read1(a, ad, ab, ah, k, m) : read1(a, ad, ab, ah, m, k);
-    float4 vb = adj_y ? (float4)(read1(bm, bd, bb, bh, n0, k), read1(bm, bd, bb, bh, n1, k),
-                                 read1(bm, bd, bb, bh, n2, k), read1(bm, bd, bb, bh, n3, k))
-                      : LOAD4(slice_index(bd, bb, bh, k, s), bm);
-    acc += va * vb;
+  if (!adj_x) {
+    // A's row m runs along K, its channels: a slice of A per 4 k. With adj_y B's rows n0..n3 do
+    // too (a slice of each); without, each k's row of B is one slice. Read one lane at a time,
+    // YOLO11's attention (FULLY_CONNECTED [1, 400, 32] x [400, 32]) took PoCL 10-15 ms a matmul.
+    for (int ks = 0; ks * 4 < k_size; ks++) {
+      int4 inside = (int4)(ks * 4) + (int4)(0, 1, 2, 3) < (int4)(k_size);
+      float4 va = select((float4)(0.0f), LOAD4(slice_index(ad, ab, ah, m, ks), a), inside);
+      if (adj_y) {
+        acc += (float4)(dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n0, ks), bm), inside)),
+                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n1, ks), bm), inside)),
+                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n2, ks), bm), inside)),
+                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n3, ks), bm), inside)));
+      } else {
+        int k = ks * 4;
+        acc += va.x * LOAD4(slice_index(bd, bb, bh, k, s), bm);
+        if (k + 1 < k_size) acc += va.y * LOAD4(slice_index(bd, bb, bh, k + 1, s), bm);
+        if (k + 2 < k_size) acc += va.z * LOAD4(slice_index(bd, bb, bh, k + 2, s), bm);
+        if (k + 3 < k_size) acc += va.w * LOAD4(slice_index(bd, bb, bh, k + 3, s), bm);
+      }
+    }
+  } else {
+    for (int k = 0; k < k_size; k++) {
+      float va = read1(a, ad, ab, ah, k, m);
+      float4 vb = adj_y ? (float4)(read1(bm, bd, bb, bh, n0, k), read1(bm, bd, bb, bh, n1, k),
+                                   read1(bm, bd, bb, bh, n2, k), read1(bm, bd, bb, bh, n3, k))
+                        : LOAD4(slice_index(bd, bb, bh, k, s), bm);
+      acc += va * vb;
+    }
   }
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, h, m, s), dst);
 }
