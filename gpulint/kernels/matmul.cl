@@ -15,16 +15,18 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
   float4 acc = LOAD4(s, bias);
   if (!adj_x) {
     // A's row m runs along K, its channels: a slice of A per 4 k. With adj_y B's rows n0..n3 do
-    // too (a slice of each); without, each k's row of B is one slice. Read one lane at a time,
-    // YOLO11's attention (FULLY_CONNECTED [1, 400, 32] x [400, 32]) took PoCL 10-15 ms a matmul.
+    // too (a slice of each, lane products summed at the end, not per slice: a dot per slice cost
+    // PoCL its horizontal adds); without, each k's row of B is one slice. Read one lane at a
+    // time, YOLO11's attention (FULLY_CONNECTED [1, 400, 32] x [400, 32]) took PoCL 8-15 ms.
+    float4 p0 = (float4)(0.0f), p1 = p0, p2 = p0, p3 = p0;
     for (int ks = 0; ks * 4 < k_size; ks++) {
       int4 inside = (int4)(ks * 4) + (int4)(0, 1, 2, 3) < (int4)(k_size);
       float4 va = select((float4)(0.0f), LOAD4(slice_index(ad, ab, ah, m, ks), a), inside);
       if (adj_y) {
-        acc += (float4)(dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n0, ks), bm), inside)),
-                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n1, ks), bm), inside)),
-                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n2, ks), bm), inside)),
-                        dot(va, select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n3, ks), bm), inside)));
+        p0 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n0, ks), bm), inside);
+        p1 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n1, ks), bm), inside);
+        p2 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n2, ks), bm), inside);
+        p3 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n3, ks), bm), inside);
       } else {
         int k = ks * 4;
         acc += va.x * LOAD4(slice_index(bd, bb, bh, k, s), bm);
@@ -33,6 +35,8 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
         if (k + 3 < k_size) acc += va.w * LOAD4(slice_index(bd, bb, bh, k + 3, s), bm);
       }
     }
+    float4 ones = (float4)(1.0f);
+    acc += (float4)(dot(p0, ones), dot(p1, ones), dot(p2, ones), dot(p3, ones));
   } else {
     for (int k = 0; k < k_size; k++) {
       float va = read1(a, ad, ab, ah, k, m);
