@@ -8,7 +8,9 @@ import itertools
 import re
 from importlib import resources
 
+import numpy as np
 import pytest
+from helpers import needs_opencl, opencl_device
 
 from gpulint.executor import opcodes, program
 from gpulint.model import schema
@@ -86,3 +88,81 @@ def test_codes_are_unique_per_kernel() -> None:
     assert len(set(unary)) == len(unary)  # CAST shares unary4 with UNARY
     for table in (opcodes.BINARY, opcodes.REDUCE, opcodes.ACTIVATION, opcodes.FORM):
         assert len(set(table.values())) == len(table)
+
+
+HALF_IO = """
+__kernel void half_io(__global const FLT* h, __global float* f1, __global float* f4, __global float* f16,
+                      __global const float* g, __global FLT* o1, __global FLT* o4) {
+  int i = get_global_id(0);
+  f1[i] = LOAD1(i, h);
+  STORE1(g[i], i, o1);
+  if (i % 4 == 0) {
+    vstore4(LOAD4(i / 4, h), i / 4, f4);
+    STORE4(vload4(i / 4, g), i / 4, o4);
+  }
+  if (i % 16 == 0) vstore16(LOAD16(i / 16, h), i / 16, f16);
+}
+"""
+
+
+def _same_halves(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal bit for bit, except that any NaN matches any NaN (payloads differ by converter)."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(
+        got[~nan].view(np.uint16 if got.dtype == np.float16 else np.uint32),
+        want[~nan].view(np.uint16 if want.dtype == np.float16 else np.uint32),
+    )
+
+
+@needs_opencl()
+@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
+def test_half_storage_converts_exactly(looped: bool) -> None:
+    """Half storage's loads and stores, as a CPU device (integer conversions) and a GPU
+    (vload_half) compile them: every half to float exactly, and floats to half rounding to
+    nearest even, overflow to Inf, subnormals kept, as numpy converts."""
+    import pyopencl as cl
+
+    device, _ = opencl_device()
+    assert device is not None
+    common, _ = program.kernel_parts(True, False, looped)
+    built = cl.Program(device.context, common + HALF_IO).build(program.BUILD_OPTIONS)
+    n = 1 << 16
+    halves = np.arange(n, dtype=np.uint16).view(np.float16)
+    rng = np.random.default_rng(0)
+    edges = [
+        65504,
+        65519.996,
+        65520,
+        65535.99,
+        65536,
+        1e9,
+        6.1035156e-05,
+        6.097555e-05,
+        5.9604645e-08,
+        2.9802322e-08,
+        2.9802326e-08,
+        1e-30,
+        0.0,
+        1.0009766,
+        1.0004883,
+        1.0014648,
+        np.inf,
+        np.nan,
+    ]
+    floats = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32).copy()
+    floats[: 2 * len(edges)] = np.array(edges + [-e for e in edges], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want_halves = floats.astype(np.float16)
+    mf = cl.mem_flags
+    h_buf = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=halves)
+    g_buf = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=floats)
+    outs = [np.empty(n, np.float32) for _ in range(3)] + [np.empty(n, np.float16) for _ in range(2)]
+    bufs = [cl.Buffer(device.context, mf.WRITE_ONLY, o.nbytes) for o in outs]
+    built.half_io(device.queue, (n,), None, h_buf, *bufs[:3], g_buf, *bufs[3:])
+    for o, b in zip(outs, bufs, strict=True):
+        cl.enqueue_copy(device.queue, o, b)
+    for got in outs[:3]:
+        _same_halves(got, halves.astype(np.float32))
+    for got in outs[3:]:
+        _same_halves(got, want_halves)
