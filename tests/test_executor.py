@@ -1206,28 +1206,66 @@ def test_an_int8_result_is_rounded_and_clamped_as_the_delegate_does(op: str) -> 
     np.testing.assert_allclose(tensors["y"].reshape(-1, 8)[clear], expected[clear], rtol=0, atol=1e-6)
 
 
+def delegate_rounding_fp16(v: np.ndarray, scale: float, zero: int) -> np.ndarray:
+    """quantize_and_dequantize.cc's formula at fp16, where its code runs on FLT4 = half4 (F16 and
+    F32_F16 alike, cl_operation.cc): v a half, min, max and scale halves (AddHalf; the scale
+    floored at 0.000062 first), each step's result a half (numpy's float16 arithmetic rounds each
+    result once to half, as half arithmetic does), round() away from zero as OpenCL's."""
+    h = np.float16
+    s32 = np.float32(scale)
+    low, high = h(s32 * np.float32(-128 - zero)), h(s32 * np.float32(127 - zero))
+    step = h(max(s32, np.float32(0.000062)))
+    quotient = (np.clip(np.asarray(v).astype(h), low, high) - low) / step
+    k = np.floor(quotient.astype(np.float64) + 0.5).astype(h)  # quotient >= 0
+    return (k * step + low).astype(np.float32)
+
+
 def test_fp16_floors_a_tiny_scale_as_the_delegate_does() -> None:
     """At fp16 the delegate passes min, max and scale as half and floors a scale below the smallest
     normal half at 0.000062 (quantize_and_dequantize.cc): a 2e-5 grid becomes a 6.2e-5 one from
-    the same min. The executor computes that, with no NaN; rounding with the half scale itself
-    (a subnormal) would give other values."""
+    the same min. The executor computes that, with no NaN, to the bit (the conv's result is exact
+    here, so its half is known); rounding with the half scale itself (a subnormal) would give
+    other values."""
     scale, zero = 2e-5, 0
     model, weights = int8_model("CONV_2D", scale, zero, weight_scale=1 / 8 / 1024)
     x = np.random.default_rng(5).uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
-    exact = exact_result(x, weights)
-    h = np.float16
-    low, high = np.float32(h(scale * (-128 - zero))), np.float32(h(scale * (127 - zero)))
-
-    def rounded(step: np.float32) -> np.ndarray:  # the kernel's float arithmetic, stored as half
-        v = np.clip(exact.astype(np.float32), low, high)
-        return h(np.floor((v - low) / step + np.float32(0.5)) * step + low).astype(np.float32)
-
-    floored, unfloored = rounded(np.float32(h(0.000062))), rounded(np.float32(h(scale)))
-    clear = np.abs((np.clip(exact, low, high) - low) / np.float64(h(0.000062)) % 1 - 0.5) > 1e-2
-    assert clear.sum() >= 64 and (floored != unfloored)[clear].mean() > 0.5
+    xq = delegate_rounding_fp16(x.astype(np.float16), 1 / 16, 0).reshape(-1, 8)  # the QUANTIZE, at fp16
+    exact = (xq.astype(np.float64) @ weights[:, :8].T + weights[:, 8]).astype(np.float16)
+    floored = delegate_rounding_fp16(exact, scale, zero)
+    unfloored = np.float16(np.round((exact.astype(np.float64) - np.float16(scale * -128)) / np.float16(scale)))
+    assert (floored != unfloored * np.float16(scale) + np.float16(scale * -128)).mean() > 0.5
     (got,) = Executor(model, DEVICE, "fp16").run([x])
     assert np.isfinite(got).all()
-    np.testing.assert_allclose(got.reshape(-1, 8)[clear], floored[clear], rtol=0, atol=2e-6)
+    np.testing.assert_array_equal(got.reshape(-1, 8), floored)
+
+
+def test_fp16_rounds_in_half_as_the_delegate_does() -> None:
+    """Issue #22: at fp16 the delegate's QUANTIZE_AND_DEQUANTIZE runs on halves (FLT4): it rounds
+    the half the op it is linked to computed (here a MUL's), min, max and scale are halves, and
+    each step ends in a half, so values whose quotient is near a midpoint take another grid point
+    than float arithmetic gives them. x -> QUANTIZE (1/64) -> MUL(x_q, x_q) -> int8 (4/255 from
+    0, quotients up to 255, 0.125 apart in half above 128) -> DEQUANTIZE: the executor's fp16
+    values are the formula's to the bit, with the rounding in the MUL's kernel and without it.
+    Rounding the MUL's float result in float (the kernel before this fix) differs on some of them."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    shape = [1, 8, 8, 16]
+    xq = g.op("QUANTIZE", [g.input("x", shape)], shape, dtype="INT8", quant=(1 / 64, 0), out_name="x_q")
+    t = g.op("MUL", [xq, xq], shape, dtype="INT8", quant=(4 / 255, -128), out_name="square")
+    g.output(g.op("DEQUANTIZE", [t], shape, out_name="y"))
+    model = mb.build()
+    x = np.random.default_rng(8).uniform(-2, 2, shape).astype(np.float32)
+    x_q = delegate_rounding_fp16(x.astype(np.float16), 1 / 64, 0)
+    square = (x_q * x_q).astype(np.float16)  # the MUL in half
+    expected = delegate_rounding_fp16(square, 4 / 255, -128)
+    h = np.float16
+    step, low = np.float32(h(np.float32(4 / 255))), np.float32(0)
+    in_float = h(np.floor((x_q * x_q - low) / step + np.float32(0.5)) * step + low).astype(np.float32)
+    assert (in_float != expected).sum() >= 10  # what rounding the float product in float gives
+    fused = Executor(model, DEVICE, "fp16")
+    assert [launch.op for launch in fused.launches] == ["QUANTIZE_AND_DEQUANTIZE", "MUL+QUANTIZE_AND_DEQUANTIZE"]
+    np.testing.assert_array_equal(fused.run([x])[0], expected)
+    np.testing.assert_array_equal(Executor(model, DEVICE, "fp16", keep_intermediates=True).run([x])[0], expected)
 
 
 def test_add_quant_adjustments_rounds_what_the_delegate_rounds() -> None:
