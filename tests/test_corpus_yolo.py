@@ -312,14 +312,45 @@ def test_verify_passes(name: str, precision: str) -> None:
         assert o["nonfinite_in_candidate"] == 0, o
 
 
+# At fp16 the delegate's rounding of an int8 result runs in half arithmetic (FLT4 in
+# quantize_and_dequantize.cc; the executor's quantize4 does the same): a value whose quotient by the
+# scale is near a midpoint takes the next grid point (on yolo11n-pose, of the same fp16 inputs, 1.6% of
+# the conv results, 0.7% of the MULs', 0.4% of the ADDs'). The pose exports' keypoint rows carry those
+# 1-step moves to 3-5 steps of the fp32 reference (the other rows stay within 1), beyond verify's 3:
+# compare.py does not widen its quantized tolerance at fp16. Measured on PoCL, 5 seeds: yolo11n-pose
+# int8 5 steps, int8io32 9.60 against 5.74; yolov8n-pose int8io32 5.82 against 5.75; yolov8n-pose int8
+# 3 steps, at its tolerance. Strict: a wider fp16 tolerance turns these into XPASS failures, and whoever
+# widens it removes the lines.
+INT8_FP16_BEYOND_TOLERANCE = {
+    "yolo11n-pose_160_int8.tflite",
+    "yolo11n-pose_160_int8io32.tflite",
+    "yolov8n-pose_160_int8io32.tflite",
+}
+
+
+def int8_cases() -> list[Any]:
+    cases = []
+    for name in NAMES:
+        if parts(name)[2] not in INT8:
+            continue
+        for precision in ("fp32", "fp16"):
+            marks = []
+            if precision == "fp16" and name in INT8_FP16_BEYOND_TOLERANCE:
+                marks.append(pytest.mark.xfail(strict=True, reason="the delegate's half rounding moves 3-5 steps"))
+            cases.append(pytest.param(name, precision, marks=marks, id=f"{name}-{precision}"))
+    return cases
+
+
 @needs_opencl()
-@pytest.mark.parametrize("name", [n for n in NAMES if parts(n)[2] in INT8])
-def test_verify_int8(name: str) -> None:
-    """Full int8 (float or int8 I/O): every output computed, no NaN; the int8 ops judged against the delegate's
-    computation of them (float, each int8 result rounded to its grid), LiteRT's int8 kernels within 2 steps of
-    that (information, not the verdict); PASS: the executor rounds as the delegate does (add_quant_adjustments;
-    before it did, every detect, pose and segment export was 12-13 steps off)."""
-    code, out = verify_json(yolo_file(name))
+@pytest.mark.parametrize(("name", "precision"), int8_cases())
+def test_verify_int8(name: str, precision: str) -> None:
+    """Full int8 (float or int8 I/O), at fp32 and fp16: every output computed, no NaN; the int8 ops
+    judged against the delegate's computation of them (float, each int8 result rounded to its grid),
+    LiteRT's int8 kernels within 2 steps of that (information, not the verdict); PASS: the executor
+    rounds as the delegate does (add_quant_adjustments; before it did, every detect, pose and segment
+    export was 12-13 steps off), at fp16 on halves, in half arithmetic (elementwise.cl quantize4;
+    rounding the float result of a unary or binary op instead put yolo11n-pose int8 6 steps off)."""
+    code, out = verify_json(yolo_file(name), "--precision", precision)
     assert "int8 op(s)" in out["cpu_reference"], out["cpu_reference"]
     for o in out["outputs"]:
         assert o["nonfinite_in_candidate"] == 0, o
