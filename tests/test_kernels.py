@@ -24,7 +24,15 @@ def kernel_text(name: str) -> str:
 
 def asked_for() -> set[str]:
     """Every kernel name the executor's lowering can form (ops/*.py, lowering.py)."""
-    names = {"input_to_slices", "copy_pairs", "copy_slices", "unary", "binary", "depthwise_conv2d"}
+    names = {
+        "input_to_slices",
+        "copy_pairs",
+        "copy_pairs_to_float",
+        "copy_slices",
+        "unary",
+        "binary",
+        "depthwise_conv2d",
+    }
     names.add("quantize_dequantize")  # ops/quantize.py: an int8 result rounded to its grid
     names |= {
         "transpose_conv",

@@ -80,9 +80,9 @@ class Buffers:
         self.tensors: dict[int, Any] = {}
         self._placeholder: Any = None
 
-    def upload(self, host: np.ndarray, writable: bool = True) -> Any:
+    def upload(self, host: np.ndarray, writable: bool = True, dtype: Any = None) -> Any:
         cl = opencl()
-        data = np.ascontiguousarray(host, dtype=self.dtype)
+        data = np.ascontiguousarray(host, dtype=dtype or self.dtype)
         access = cl.mem_flags.READ_WRITE if writable else cl.mem_flags.READ_ONLY
         try:
             return cl.Buffer(
@@ -92,6 +92,14 @@ class Buffers:
             )
         except Exception as e:
             raise DeviceError(f"{self.device.describe()}: cannot allocate {data.nbytes} bytes: {e}") from None
+
+    def weights(self, host: np.ndarray | None = None, size: int = 0) -> Any:
+        """A conv's weights (`host`), or `size` zeros a copy fills: float at either precision
+        (WLOAD4 in the kernels), holding the values half storage would hold at fp16."""
+        values = np.zeros(size, np.float32) if host is None else np.asarray(host, np.float32)
+        if self.dtype == np.float16:
+            values = values.astype(np.float16).astype(np.float32)
+        return self.upload(values, writable=host is None, dtype=np.float32)
 
     def raw(self, nbytes: int) -> Any:
         """An uninitialized device buffer the host writes (a graph input as given)."""

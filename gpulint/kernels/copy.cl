@@ -20,6 +20,14 @@ __kernel void copy_pairs(__global const FLT* src, __global FLT* dst, __global co
     STORE1(LOAD1(src_index[i], src), dst_index[i], dst);
 }
 
+// The same copy into a float buffer: runtime conv weights in the kernels' order (weights are
+// float at either precision, see WLOAD4).
+__kernel void copy_pairs_to_float(__global const FLT* src, __global float* dst, __global const int* dst_index,
+                                  __global const int* src_index, int n) {
+  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+    dst[dst_index[i]] = LOAD1(src_index[i], src);
+}
+
 // The same copy when whole float4 slices move (indices count slices): a quarter of the index
 // traffic, one vector per element.
 __kernel void copy_slices(__global const FLT* src, __global FLT* dst, __global const int* dst_index,

@@ -5,7 +5,7 @@
 // a multiple of the stride: those rows are walked directly, every stride-th from the first; the
 // first row and column and their input positions are worked out once per item and stepped from
 // column to column, not divided out per column.
-__kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __global const FLT* bias,
+__kernel void transpose_conv(__global const FLT* src, __global const float* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
                              int2 pad, EPILOGUE_ARGS) {
   int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
@@ -23,7 +23,7 @@ __kernel void transpose_conv(__global const FLT* src, __global const FLT* wt, __
         int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
         for (int is = 0; is < sd.w; is++, wi += 4) {
           float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
-          acc += v.x * LOAD4(wi, wt) + v.y * LOAD4(wi + 1, wt) + v.z * LOAD4(wi + 2, wt) + v.w * LOAD4(wi + 3, wt);
+          acc += v.x * WLOAD4(wi, wt) + v.y * WLOAD4(wi + 1, wt) + v.z * WLOAD4(wi + 2, wt) + v.w * WLOAD4(wi + 3, wt);
         }
       }
     }

@@ -117,7 +117,7 @@ def conv_launch(
     if isinstance(w, int):
         weights, launches = runtime_conv_weights(cx, oi, w, ob)
     else:
-        weights = cx.buffers.upload(conv_weights(w, ob), writable=False)
+        weights = cx.buffers.weights(conv_weights(w, ob))
     bias_buffer = cx.buffers.upload(padded, writable=False)
     head = [src, weights, bias_buffer, dst, int4(layout.dims4(xs)), int4(layout.dims4(ys))]
     epilogue = epilogue or cx.steps([], [])

@@ -40,7 +40,7 @@ def transpose_conv(cx: LowerContext, op: OpView) -> list[Launch]:
     pad_w = max((xs[2] - 1) * sw + kw - ys[2], 0) // 2 if padding == "SAME" else 0
     args = [
         cx.buffers.tensor(x),
-        cx.buffers.upload(conv_weights(w, 1), writable=False),  # as CONV_2D's, one output slice
+        cx.buffers.weights(conv_weights(w, 1)),  # as CONV_2D's, one output slice
         cx.buffers.upload(bias(cx, bias_t, o), writable=False),
         cx.buffers.tensor(out),
         int4(layout.dims4(xs)),

@@ -44,8 +44,8 @@ def runtime_conv_weights(cx: LowerContext, oi: int, t: int, ob: int) -> tuple[An
     order = conv_weights(np.arange(1, n + 1, dtype=np.float32).reshape(shape), ob)  # 0: padding
     dst_off = np.flatnonzero(order)
     src_off = layout.offsets(shape)[order[dst_off].astype(np.int64) - 1]
-    packed = cx.buffers.upload(np.zeros(order.size), writable=True)
-    return packed, [copy_pairs(cx, oi, cx.buffers.tensor(t), packed, dst_off, src_off)]
+    packed = cx.buffers.weights(size=order.size)
+    return packed, [copy_pairs(cx, oi, cx.buffers.tensor(t), packed, dst_off, src_off, "copy_pairs_to_float")]
 
 
 def depthwise_weights(cx: LowerContext, oi: int, w: np.ndarray | None, t: int) -> tuple[Any, list[Launch]]:
@@ -58,9 +58,9 @@ def depthwise_weights(cx: LowerContext, oi: int, w: np.ndarray | None, t: int) -
         _, kh, kw, c = shape
         cp = layout.slices(c) * 4
         dst = (np.arange(kh * kw)[:, None] * cp + np.arange(c)[None, :]).ravel()
-        wbuf = cx.buffers.upload(np.zeros(kh * kw * cp))
-        return wbuf, [copy_pairs(cx, oi, cx.buffers.tensor(t), wbuf, dst, layout.offsets(shape))]
+        wbuf = cx.buffers.weights(size=kh * kw * cp)
+        return wbuf, [copy_pairs(cx, oi, cx.buffers.tensor(t), wbuf, dst, layout.offsets(shape), "copy_pairs_to_float")]
     _, kh, kw, c = w.shape
     wp = np.zeros((kh, kw, layout.slices(c) * 4), np.float32)
     wp[:, :, :c] = w[0]
-    return cx.buffers.upload(wp.ravel(), writable=False), []
+    return cx.buffers.weights(wp.ravel()), []
