@@ -3,6 +3,8 @@
 
     .venv/bin/python bench/half_storage.py MODEL.tflite [...]
 
+On a GPU, which keeps vload_half, the last two columns are the same code.
+
 Per model: three executors built side by side (fp32; fp16 as shipped; fp16 with the
 vload_half/vstore_half macros put back into the kernel source) and timed alternately, 15 rounds,
 medians. Their fp16 outputs must be identical: the conversions are exact either way.
@@ -31,7 +33,7 @@ SHIPPED = program.kernel_source
 
 def with_vload_half(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> str:
     source = SHIPPED(half, fp16_extension, epilogue_loop)
-    if half and "half_to_float4(" in source:
+    if half and "#define LOAD4(i, p) half_to_float4" in source:  # a CPU device's integer conversions
         start = source.index("#define LOAD4(i, p) half_to_float4")
         end = source.index("\n", source.index("#define STORE1(v, i, p)")) + 1
         source = source[:start] + VLOAD + source[end:]
