@@ -16,17 +16,17 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
   if (!adj_x) {
     // A's row m runs along K, its channels: a slice of A per 4 k. With adj_y B's rows n0..n3 do
     // too (a slice of each, lane products summed at the end, not per slice: a dot per slice cost
-    // PoCL its horizontal adds); without, each k's row of B is one slice. Read one lane at a
+    // PoCL its horizontal adds); past K both sides' padding lanes are zero (see mask_lanes), so
+    // their products are. Without adj_y each k's row of B is one slice. Read one lane at a
     // time, YOLO11's attention (FULLY_CONNECTED [1, 400, 32] x [400, 32]) took PoCL 8-15 ms.
     float4 p0 = (float4)(0.0f), p1 = p0, p2 = p0, p3 = p0;
     for (int ks = 0; ks * 4 < k_size; ks++) {
-      int4 inside = (int4)(ks * 4) + (int4)(0, 1, 2, 3) < (int4)(k_size);
-      float4 va = select((float4)(0.0f), LOAD4(slice_index(ad, ab, ah, m, ks), a), inside);
+      float4 va = LOAD4(slice_index(ad, ab, ah, m, ks), a);
       if (adj_y) {
-        p0 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n0, ks), bm), inside);
-        p1 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n1, ks), bm), inside);
-        p2 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n2, ks), bm), inside);
-        p3 += va * select((float4)(0.0f), LOAD4(slice_index(bd, bb, bh, n3, ks), bm), inside);
+        p0 += va * LOAD4(slice_index(bd, bb, bh, n0, ks), bm);
+        p1 += va * LOAD4(slice_index(bd, bb, bh, n1, ks), bm);
+        p2 += va * LOAD4(slice_index(bd, bb, bh, n2, ks), bm);
+        p3 += va * LOAD4(slice_index(bd, bb, bh, n3, ks), bm);
       } else {
         int k = ks * 4;
         acc += va.x * LOAD4(slice_index(bd, bb, bh, k, s), bm);

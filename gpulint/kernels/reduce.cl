@@ -38,11 +38,8 @@ __kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c,
   }
   float m = MAX_NAN(MAX_NAN(m4.x, m4.y), MAX_NAN(m4.z, m4.w));
   float sum = 0.0f;
-  for (int s = 0; s < d.w; s++) {
-    float4 e = exp((LOAD4(slice_index(d, b, y, x, s), src) - m) * beta);
-    int4 inside = (int4)(s * 4) + (int4)(0, 1, 2, 3) < (int4)(c);
-    sum += dot(select((float4)(0.0f), e, inside), (float4)(1.0f));
-  }
+  for (int s = 0; s < d.w; s++)
+    sum += dot(mask_lanes(exp((LOAD4(slice_index(d, b, y, x, s), src) - m) * beta), s, c), (float4)(1.0f));
   for (int s = 0; s < d.w; s++) {
     int idx = slice_index(d, b, y, x, s);
     float4 v = (LOAD4(idx, src) - m) * beta;
