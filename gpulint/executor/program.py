@@ -46,8 +46,15 @@ def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool 
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
+    # Half storage converts in integer arithmetic on a CPU device (the one without epilogue_loop),
+    # where vload_half/vstore_half are library calls; a GPU converts in hardware (prelude.cl.j2).
+    integer_half = half and not fp16_extension and not epilogue_loop
     header = prelude.render(
-        half=half, fp16_extension=half and fp16_extension, epilogue_loop=epilogue_loop, opcodes=opcodes.defines()
+        half=half,
+        fp16_extension=half and fp16_extension,
+        epilogue_loop=epilogue_loop,
+        integer_half=integer_half,
+        opcodes=opcodes.defines(),
     )
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
