@@ -91,7 +91,7 @@ def test_conv2d_fp16(cin: int, cout: int, k: int, stride: int) -> None:
     """fp16 mode: tensors and weights stored as half (any device can: vload_half is core). No
     fused clamp: half rounding scales with the pre-activation sum, which RELU6 would hide from
     the output scale the bound is measured against."""
-    assert_matches(conv_model(cin, cout, k, stride, 1, "SAME", "NONE"), precision="fp16")
+    assert_matches(conv_model(cin, cout, k, stride, 1, "SAME", "NONE"), precision="fp32-fp16")
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def _fp16_cases() -> dict[str, Any]:
 @pytest.mark.parametrize("name", list(_fp16_cases()))
 def test_ops_in_fp16(name: str) -> None:
     """fp16 storage: within 2e-3 x output scale of the fp32 interpreter."""
-    assert_matches(single(_fp16_cases()[name]), precision="fp16")
+    assert_matches(single(_fp16_cases()[name]), precision="fp32-fp16")
 
 
 def conv_model(
@@ -755,7 +755,7 @@ def test_a_zero_pad_merges_into_the_conv_that_reads_it(case: str) -> None:
 
 
 @pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16"])
 @pytest.mark.parametrize("case", list(_fusion_cases()))
 def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(
     case: str, precision: str, looped: bool, monkeypatch: pytest.MonkeyPatch
@@ -860,10 +860,11 @@ def test_a_second_process_reuses_the_compiled_kernels(tmp_path: Path) -> None:
     code = (
         "import pyopencl as cl; from gpulint.executor import select_device\n"
         "from gpulint.executor.program import kernel, keeps_own_cache\n"
+        "from gpulint.executor.precision import precision\n"
         "sources = []; init = cl.Program.__init__\n"
         "def counting(self, *args): sources.append(isinstance(args[1], str)); init(self, *args)\n"
         "cl.Program.__init__ = counting\n"
-        "d = select_device(); kernel(d, False, 'conv_o4'); kernel(d, False, 'copy_slices')\n"
+        "d = select_device(); fp32 = precision('fp32'); kernel(d, fp32, 'conv_o4'); kernel(d, fp32, 'copy_slices')\n"
         "print(sum(sources), keeps_own_cache(d))"
     )
     env = {k: v for k, v in os.environ.items() if k != "POCL_CACHE_DIR"}
@@ -940,7 +941,7 @@ def test_grouped_conv2d(
 ) -> None:
     model = conv_model(cin, cout, k, stride, dilation, padding, act, groups)
     assert_matches(model)
-    assert_matches(model, precision="fp16")
+    assert_matches(model, precision="fp32-fp16")
 
 
 @pytest.mark.parametrize("groups", [2, 8])
@@ -1009,7 +1010,7 @@ def test_fully_connected_with_runtime_weights(
         return g.op("FULLY_CONNECTED", ins, out, options=dict(keep_num_dims=keep, fused_activation_function=act))
 
     assert_matches(single(build))
-    assert_matches(single(build), precision="fp16")
+    assert_matches(single(build), precision="fp32-fp16")
 
 
 def test_fully_connected_whose_weights_an_op_makes() -> None:
@@ -1055,7 +1056,7 @@ def test_batch_matmul_variants(
         return g.op("BATCH_MATMUL", [a, b], out, options=dict(adj_x=adj_x, adj_y=adj_y))
 
     assert_matches(single(matmul))
-    assert_matches(single(matmul), precision="fp16")
+    assert_matches(single(matmul), precision="fp32-fp16")
 
 
 @pytest.mark.parametrize("blocking", ["cpu", "gpu"])
@@ -1102,7 +1103,7 @@ def test_conv2d_with_runtime_weights(
         return g.op("CONV_2D", [x, wt, g.const("b", w(cout))], [1, o, o, cout], options=opts)
 
     assert_matches(single(build))
-    assert_matches(single(build), precision="fp16")
+    assert_matches(single(build), precision="fp32-fp16")
 
 
 @pytest.mark.parametrize(("c", "multiplier", "k", "stride"), [(6, 1, 3, 1), (8, 1, 5, 2), (3, 2, 3, 1)])
@@ -1234,7 +1235,7 @@ def test_fp16_floors_a_tiny_scale_as_the_delegate_does() -> None:
     floored = delegate_rounding_fp16(exact, scale, zero)
     unfloored = np.float16(np.round((exact.astype(np.float64) - np.float16(scale * -128)) / np.float16(scale)))
     assert (floored != unfloored * np.float16(scale) + np.float16(scale * -128)).mean() > 0.5
-    (got,) = Executor(model, DEVICE, "fp16").run([x])
+    (got,) = Executor(model, DEVICE, "fp32-fp16").run([x])
     assert np.isfinite(got).all()
     np.testing.assert_array_equal(got.reshape(-1, 8), floored)
 
@@ -1262,10 +1263,10 @@ def test_fp16_rounds_in_half_as_the_delegate_does() -> None:
     step, low = np.float32(h(np.float32(4 / 255))), np.float32(0)
     in_float = h(np.floor((x_q * x_q - low) / step + np.float32(0.5)) * step + low).astype(np.float32)
     assert (in_float != expected).sum() >= 10  # what rounding the float product in float gives
-    fused = Executor(model, DEVICE, "fp16")
+    fused = Executor(model, DEVICE, "fp32-fp16")
     assert [launch.op for launch in fused.launches] == ["QUANTIZE_AND_DEQUANTIZE", "MUL+QUANTIZE_AND_DEQUANTIZE"]
     np.testing.assert_array_equal(fused.run([x])[0], expected)
-    np.testing.assert_array_equal(Executor(model, DEVICE, "fp16", keep_intermediates=True).run([x])[0], expected)
+    np.testing.assert_array_equal(Executor(model, DEVICE, "fp32-fp16", keep_intermediates=True).run([x])[0], expected)
 
 
 def test_add_quant_adjustments_rounds_what_the_delegate_rounds() -> None:

@@ -28,6 +28,7 @@ from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.fusion import FusionPlan
 from gpulint.executor.graph import GraphView
+from gpulint.executor.precision import precision
 from gpulint.executor.launch import Launch, Timing
 from gpulint.executor.lowering import lower
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
@@ -40,16 +41,15 @@ class Executor:
 
     source: Model
     device: Device | None = None
-    precision: str = "fp32"
+    precision: str = "fp32"  # fp32, fp32-fp16 or fp16 (precision.py)
     keep_intermediates: bool = False  # one buffer per tensor, so `intermediates()` can read them all
     launches: list[Launch] = field(default_factory=list)
     timings: list[Timing] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.precision not in ("fp32", "fp16"):
-            raise ExecutorError(f"precision must be fp32 or fp16, not {self.precision}")
+        mode = precision(self.precision)
         device = self.device = self.device or select_device()
-        self.dtype = np.dtype(np.float16 if self.precision == "fp16" else np.float32)
+        self.dtype = np.dtype(np.float16 if mode.half_storage else np.float32)
         keep = self.keep_intermediates  # then no op fuses and no buffer is reused
         prepared = prepare(self.source, fusing=not keep)
         self.model = prepared.model
@@ -64,11 +64,11 @@ class Executor:
             for oi, (pad, _, _) in plan.pad_merges.items():  # the PAD's input is now read by the conv, later
                 self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)
         self.buffers = Buffers(device, self.dtype, view, self.pool)
-        lowered = lower(prepared, LowerContext(view, plan, self.buffers, device, self.precision == "fp16"))
+        lowered = lower(prepared, LowerContext(view, plan, self.buffers, device, mode.half_storage))
         self.input_launches = lowered.input_launches  # raw input -> slices, before `launches`
         self.launches = lowered.launches
         self.raw_inputs = lowered.raw_inputs  # graph input -> its buffer as given (float, BHWC)
-        launch.bind_all(device, self.precision == "fp16", self.input_launches + self.launches)
+        launch.bind_all(device, mode, self.input_launches + self.launches)
 
     def run(self, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """One inference. A device failure (out of memory, a lost device) is an ExecutorError

@@ -10,6 +10,7 @@ from typing import Any
 from gpulint.executor import layout, program
 from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
+from gpulint.executor.precision import Precision
 
 
 @dataclass
@@ -70,10 +71,10 @@ def new_launch(
     return Launch(op_index, op, kernel, args, size, local, defines)
 
 
-def bind_all(device: Device, half: bool, launches: list[Launch]) -> None:
+def bind_all(device: Device, mode: Precision, launches: list[Launch]) -> None:
     """Each launch's kernel, built with all the others the model needs at once (program.kernels),
     with its arguments set."""
-    makers = program.kernels(device, half, [(ln.kernel, ln.defines) for ln in launches])
+    makers = program.kernels(device, mode, [(ln.kernel, ln.defines) for ln in launches])
     for ln in launches:
         ln.bound = makers[(ln.kernel, ln.defines)]()
         ln.bound.set_args(*ln.args)

@@ -24,6 +24,7 @@ from gpulint.atomic import write_atomic
 from gpulint.executor import opcodes
 from gpulint.executor.device import Device, cache_dir, opencl
 from gpulint.executor.errors import ExecutorError
+from gpulint.executor.precision import Precision
 
 PRELUDE = "prelude.cl.j2"
 
@@ -38,11 +39,14 @@ def kernel_files() -> list[str]:
 
 
 @cache
-def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> str:
+def kernel_source(
+    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+) -> str:
     """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
     lets any device read and write half buffers with vload_half/vstore_half, and the kernels
-    compute in float either way. `epilogue_loop`: fused conv kernels run their fused steps in
-    one loop after the stores instead of at each unrolled store (see conv.cl.j2)."""
+    compute in float. `half_math` (F16, precision.py): each arithmetic result rounded to half
+    (the kernels' RH macros). `epilogue_loop`: fused conv kernels run their fused steps in one
+    loop after the stores instead of at each unrolled store (see conv.cl.j2)."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
@@ -54,12 +58,13 @@ def kernel_source(half: bool, fp16_extension: bool = False, epilogue_loop: bool 
         fp16_extension=half and fp16_extension,
         epilogue_loop=epilogue_loop,
         integer_half=integer_half,
+        half_math=half and half_math,
         opcodes=opcodes.defines(),
     )
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
-        parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop) if name.endswith(".j2") else text)
+        parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop, half_math=half and half_math) if name.endswith(".j2") else text)
     return "\n".join(parts)
 
 
@@ -73,10 +78,12 @@ _KERNEL = re.compile(r"^__kernel void (\w+)\(", re.MULTILINE)
 
 
 @cache
-def kernel_parts(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> tuple[str, dict[str, str]]:
+def kernel_parts(
+    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+) -> tuple[str, dict[str, str]]:
     """The source cut in two: everything that is not a kernel (prelude, helper functions,
     macros), and each kernel's own text by name."""
-    source = kernel_source(half, fp16_extension, epilogue_loop)
+    source = kernel_source(half, fp16_extension, epilogue_loop, half_math)
     spans = []
     for match in _KERNEL.finditer(source):
         end = source.index("\n}\n", match.start()) + 3
@@ -90,11 +97,13 @@ def kernel_parts(half: bool, fp16_extension: bool = False, epilogue_loop: bool =
 
 
 @cache
-def kernel_sources(half: bool, fp16_extension: bool = False, epilogue_loop: bool = False) -> dict[str, str]:
+def kernel_sources(
+    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel and that kernel. Built as
     one program, the 35 kernels of the time took PoCL 9.4 s to compile; a model uses a handful,
     and only those are built."""
-    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop)
+    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math)
     return {name: common + "\n" + body for name, body in bodies.items()}
 
 
@@ -114,7 +123,9 @@ _DEFINE = re.compile(r"^#define (\w+)", re.MULTILINE)
 _PROGRAMS: dict[tuple[Any, ...], Any] = {}
 
 
-def kernels(device: Device, half: bool, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Callable[[], Any]]:
+def kernels(
+    device: Device, mode: Precision, wanted: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], Callable[[], Any]]:
     """For each (kernel, defines) a model launches, a maker of fresh cl.Kernels (one per launch,
     each with its own arguments). On PoCL, which keeps its own cache, every variant is in one
     program: PoCL parses the OpenCL headers and the shared helpers once per program, so
@@ -124,30 +135,31 @@ def kernels(device: Device, half: bool, wanted: Iterable[tuple[str, str]]) -> di
     cl = opencl()
     looped = epilogue_loop(device)
     variants = sorted(set(wanted))
-    common, bodies = kernel_parts(half, device.fp16, looped)
+    half, half_math = mode.half_storage, mode.half_math
+    common, bodies = kernel_parts(half, device.fp16, looped, half_math)
     for name, _ in variants:
         if name not in bodies:
             raise ExecutorError(f"no kernel named {name}")
     if not variants:
         return {}
     if keeps_own_cache(device):
-        together = (id(device.context), half, looped, tuple(variants))
+        together = (id(device.context), mode, looped, tuple(variants))
         if together not in _PROGRAMS:
             _PROGRAMS[together] = _build(device, one_program(common, bodies, variants))
         built = _PROGRAMS[together]
         return {v: partial(cl.Kernel, built, f"{v[0]}__{i}") for i, v in enumerate(variants)}
     makers: dict[tuple[str, str], Callable[[], Any]] = {}
     for name, defines in variants:
-        key = (id(device.context), half, looped, name, defines)
+        key = (id(device.context), mode, looped, name, defines)
         if key not in _PROGRAMS:
-            _PROGRAMS[key] = _build(device, defines + kernel_sources(half, device.fp16, looped)[name])
+            _PROGRAMS[key] = _build(device, defines + kernel_sources(half, device.fp16, looped, half_math)[name])
         makers[(name, defines)] = partial(cl.Kernel, _PROGRAMS[key], name)
     return makers
 
 
-def kernel(device: Device, half: bool, name: str, defines: str = "") -> Any:
+def kernel(device: Device, mode: Precision, name: str, defines: str = "") -> Any:
     """One cl.Kernel of gpulint's kernel `name` with `defines` ahead of it (see `kernels`)."""
-    return kernels(device, half, [(name, defines)])[(name, defines)]()
+    return kernels(device, mode, [(name, defines)])[(name, defines)]()
 
 
 # -w: the kernels' warnings are ours to read, not the user's. PoCL's clang prints "N warnings

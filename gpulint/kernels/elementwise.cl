@@ -6,22 +6,30 @@ STEP_INLINE float4 unary4(float4 x, int op, float p) {
     case UNARY_RELU6: return KEEP_NAN(clamp(x, 0.0f, 6.0f), x);
     case UNARY_RELU_N1_TO_1: return KEEP_NAN(clamp(x, -1.0f, 1.0f), x);
     case UNARY_RELU_0_TO_1: return KEEP_NAN(clamp(x, 0.0f, 1.0f), x);
-    case UNARY_LOGISTIC: return 1.0f / (1.0f + exp(-x));
-    case UNARY_TANH: return tanh(x);
-    case UNARY_EXP: return exp(x);
+    case UNARY_LOGISTIC: return RH4(1.0f / (1.0f + exp(-x)));
+    case UNARY_TANH: return RH4(tanh(x));
+    case UNARY_EXP: return RH4(exp(x));
     case UNARY_NEG: return -x;
-    case UNARY_RSQRT: return rsqrt(x);
-    case UNARY_SQRT: return sqrt(x);
+    case UNARY_RSQRT: return RH4(rsqrt(x));
+    case UNARY_SQRT: return RH4(sqrt(x));
     case UNARY_ABS: return fabs(x);
-    case UNARY_SQUARE: return x * x;
+    case UNARY_SQUARE: return RH4(x * x);
+#if HALF_MATH
+    // The delegate's forms (tasks/elementwise.cc), each step a half, its constants halves.
+    case UNARY_HARD_SWISH: return RH4(x * clamp(RH4(RH4(x * RH(0.16666667f)) + 0.5f), 0.0f, 1.0f));
+    case UNARY_GELU: return RH4(0.5f * x * RH4(erfc(RH4(x * RH(-0.70710678118654752f)))));
+    case UNARY_ELU: return x < 0.0f ? RH4(expm1(x)) : x;
+#else
     case UNARY_HARD_SWISH: return x * clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
     case UNARY_GELU: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));  // exact
-    case UNARY_GELU_APPROXIMATE: return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     case UNARY_ELU: return x < 0.0f ? exp(x) - 1.0f : x;
-    case UNARY_LEAKY_RELU: return x < 0.0f ? p * x : x;
-    case UNARY_LOG: return log(x);
-    case UNARY_SIN: return sin(x);
-    case UNARY_COS: return cos(x);
+#endif
+    case UNARY_GELU_APPROXIMATE:
+      return RH4(RH4(0.5f * x) * RH4(1.0f + RH4(tanh(RH4(RH(0.7978845608028654f) * RH4(x + RH4(RH4(RH4(RH(0.044715f) * x) * x) * x)))))));
+    case UNARY_LEAKY_RELU: return x < 0.0f ? RH4(RH(p) * x) : x;
+    case UNARY_LOG: return RH4(log(x));
+    case UNARY_SIN: return RH4(sin(x));
+    case UNARY_COS: return RH4(cos(x));
     case UNARY_FLOOR: return floor(x);
     case UNARY_SIGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     // BOOL and INT32 tensors are floats holding 0/1 and whole numbers.
@@ -34,17 +42,17 @@ STEP_INLINE float4 unary4(float4 x, int op, float p) {
 
 STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   switch (op) {
-    case BINARY_ADD: return a + b;
-    case BINARY_SUB: return a - b;
-    case BINARY_MUL: return a * b;
-    case BINARY_DIV: return a / b;
+    case BINARY_ADD: return RH4(a + b);
+    case BINARY_SUB: return RH4(a - b);
+    case BINARY_MUL: return RH4(a * b);
+    case BINARY_DIV: return RH4(a / b);
     case BINARY_MAXIMUM: return MAX_NAN(a, b);
     case BINARY_MINIMUM: return MIN_NAN(a, b);
-    case BINARY_SQUARED_DIFFERENCE: return (a - b) * (a - b);
-    case BINARY_POW: return pow(a, b);
-    case BINARY_FLOOR_DIV: return floor(a / b);
-    case BINARY_FLOOR_MOD: return a - floor(a / b) * b;
-    case BINARY_PRELU: return a >= 0.0f ? a : a * b;  // b = alpha
+    case BINARY_SQUARED_DIFFERENCE: return RH4(RH4(a - b) * RH4(a - b));
+    case BINARY_POW: return RH4(pow(a, b));
+    case BINARY_FLOOR_DIV: return floor(RH4(a / b));
+    case BINARY_FLOOR_MOD: return RH4(a - RH4(floor(RH4(a / b)) * b));
+    case BINARY_PRELU: return a >= 0.0f ? a : RH4(a * b);  // b = alpha
     // Comparisons and logical ops give BOOL as 0/1.
     case BINARY_EQUAL: return a == b ? 1.0f : 0.0f;
     case BINARY_NOT_EQUAL: return a != b ? 1.0f : 0.0f;
@@ -58,22 +66,9 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   }
 }
 
-// v rounded to the nearest half (ties to even) and back, at fp16; v itself at fp32. The delegate
-// computes elementwise code on FLT4, half4 at F16 and F32_F16 alike (cl/cl_operation.cc
-// GetCommonOpenCLDefines), so each of its steps ends in a half. A float result of half operands
-// rounded once to half is the half result of +, -, * and / (float's 24 bits >= 2 x 11 + 2: the
-// double rounding is harmless). On a CPU device the prelude's integer conversions (it defines
-// HALF_CONVERSIONS there; PoCL's vstore_half is a library call per value), elsewhere the device's
-// own through private memory (vstore_half/vload_half need no cl_khr_fp16).
-#ifdef HALF_CONVERSIONS
-inline float4 nearest_half4(float4 v) { return half_to_float4(float_to_half4(v)); }
-#else
-inline float4 nearest_half4(float4 v) {
-  ushort h[4];
-  vstore_half4_rte(v, 0, (__private half*)h);
-  return vload_half4(0, (__private const half*)h);
-}
-#endif
+// v as a half at fp16 and fp32-fp16, v itself at fp32. The delegate computes elementwise code
+// on FLT4, half4 at F16 and F32_F16 alike (cl/cl_operation.cc GetCommonOpenCLDefines), so each
+// of its steps ends in a half; at fp32-fp16 the executor follows it here only (quantize4).
 #define IN_FLT4(v) (sizeof(FLT) == 2 ? nearest_half4(v) : (v))
 
 // QUANTIZE_AND_DEQUANTIZE as the GPU delegate computes an int8 tensor in float

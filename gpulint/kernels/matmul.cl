@@ -2,7 +2,9 @@
 // a CONVOLUTION_2D with runtime weights, model_builder.cc): [B, H, M, K] x [B, H, K, N] stored
 // as BHWC (B, H, M, K), batch dims of 1 broadcast; adj_x / adj_y read an operand as [.., K, M]
 // / [.., N, K]. One output slice of N per item: without adj_y, a row of B is one slice load.
-// Bias per N and a fused activation (act as ActivationFunctionType).
+// Bias per N and a fused activation (act as ActivationFunctionType). At F16 (HALF_MATH) the
+// sums are halves, one rounding per multiply-add (MAC), from zero, the bias added at the end.
+#define MAC(acc, x, y) ((acc) = RH4((acc) + (x) * (y)))
 __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __global const FLT* bias,
                            __global FLT* dst, int4 ad, int4 bd, int4 dd, int dc, int k_size, int adj_x, int adj_y,
                            int act) {
@@ -12,7 +14,7 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
   int ab = ad.x == 1 ? 0 : b, ah = ad.y == 1 ? 0 : h, bb = bd.x == 1 ? 0 : b, bh = bd.y == 1 ? 0 : h;
   int n0 = s * 4, last = dc - 1;  // lanes past N read row N - 1 and are masked at the store
   int n1 = min(n0 + 1, last), n2 = min(n0 + 2, last), n3 = min(n0 + 3, last);
-  float4 acc = LOAD4(s, bias);
+  float4 acc = HALF_MATH ? (float4)(0.0f) : LOAD4(s, bias);
   if (!adj_x) {
     // A's row m runs along K, its channels: a slice of A per 4 k. With adj_y B's rows n0..n3 do
     // too (a slice of each, lane products summed at the end, not per slice: a dot per slice cost
@@ -23,28 +25,36 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
     for (int ks = 0; ks * 4 < k_size; ks++) {
       float4 va = LOAD4(slice_index(ad, ab, ah, m, ks), a);
       if (adj_y) {
-        p0 += va * LOAD4(slice_index(bd, bb, bh, n0, ks), bm);
-        p1 += va * LOAD4(slice_index(bd, bb, bh, n1, ks), bm);
-        p2 += va * LOAD4(slice_index(bd, bb, bh, n2, ks), bm);
-        p3 += va * LOAD4(slice_index(bd, bb, bh, n3, ks), bm);
+        MAC(p0, va, LOAD4(slice_index(bd, bb, bh, n0, ks), bm));
+        MAC(p1, va, LOAD4(slice_index(bd, bb, bh, n1, ks), bm));
+        MAC(p2, va, LOAD4(slice_index(bd, bb, bh, n2, ks), bm));
+        MAC(p3, va, LOAD4(slice_index(bd, bb, bh, n3, ks), bm));
       } else {
         int k = ks * 4;
-        acc += va.x * LOAD4(slice_index(bd, bb, bh, k, s), bm);
-        if (k + 1 < k_size) acc += va.y * LOAD4(slice_index(bd, bb, bh, k + 1, s), bm);
-        if (k + 2 < k_size) acc += va.z * LOAD4(slice_index(bd, bb, bh, k + 2, s), bm);
-        if (k + 3 < k_size) acc += va.w * LOAD4(slice_index(bd, bb, bh, k + 3, s), bm);
+        MAC(acc, va.x, LOAD4(slice_index(bd, bb, bh, k, s), bm));
+        if (k + 1 < k_size) MAC(acc, va.y, LOAD4(slice_index(bd, bb, bh, k + 1, s), bm));
+        if (k + 2 < k_size) MAC(acc, va.z, LOAD4(slice_index(bd, bb, bh, k + 2, s), bm));
+        if (k + 3 < k_size) MAC(acc, va.w, LOAD4(slice_index(bd, bb, bh, k + 3, s), bm));
       }
     }
+#if HALF_MATH
+    // The lanes' sums in half, x + y, then + z, then + w.
+    float4 x = (float4)(p0.x, p1.x, p2.x, p3.x), y = (float4)(p0.y, p1.y, p2.y, p3.y);
+    float4 zz = (float4)(p0.z, p1.z, p2.z, p3.z), w = (float4)(p0.w, p1.w, p2.w, p3.w);
+    acc = RH4(acc + RH4(RH4(RH4(x + y) + zz) + w));
+#else
     float4 ones = (float4)(1.0f);
     acc += (float4)(dot(p0, ones), dot(p1, ones), dot(p2, ones), dot(p3, ones));
+#endif
   } else {
     for (int k = 0; k < k_size; k++) {
       float va = read1(a, ad, ab, ah, k, m);
       float4 vb = adj_y ? (float4)(read1(bm, bd, bb, bh, n0, k), read1(bm, bd, bb, bh, n1, k),
                                    read1(bm, bd, bb, bh, n2, k), read1(bm, bd, bb, bh, n3, k))
                         : LOAD4(slice_index(bd, bb, bh, k, s), bm);
-      acc += va * vb;
+      MAC(acc, va, vb);
     }
   }
+  acc = HALF_MATH ? RH4(acc + LOAD4(s, bias)) : acc;
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, h, m, s), dst);
 }

@@ -4,7 +4,8 @@
 // 256x256x1 upsampling took 0.8 ms). Output (y, x) takes kernel row ky where (y + pad - ky) is
 // a multiple of the stride: those rows are walked directly, every stride-th from the first; the
 // first row and column and their input positions are worked out once per item and stepped from
-// column to column, not divided out per column.
+// column to column, not divided out per column. At F16 (HALF_MATH) as ConvolutionTransposed
+// computes it: each multiply-add a half, from zero, the bias added to the half sum at the end.
 __kernel void transpose_conv(__global const FLT* src, __global const float* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
                              int2 pad, EPILOGUE_ARGS) {
@@ -15,7 +16,7 @@ __kernel void transpose_conv(__global const FLT* src, __global const float* wt, 
   int ky0 = (y + pad.y) % stride.y, iy0 = (y + pad.y - ky0) / stride.y;
   int kx0 = (first + pad.x) % stride.x, ix0 = (first + pad.x - kx0) / stride.x;
   for (int x = first; x < first + 8 && x < dd.z; x++) {  // 8 output columns per work item
-    float4 acc = bv;
+    float4 acc = HALF_MATH ? (float4)(0.0f) : bv;
     for (int ky = ky0, iy = iy0; ky < kernel_size.y; ky += stride.y, iy--) {
       if (iy < 0 || iy >= sd.y) continue;
       for (int kx = kx0, ix = ix0; kx < kernel_size.x; kx += stride.x, ix--) {
@@ -23,11 +24,19 @@ __kernel void transpose_conv(__global const FLT* src, __global const float* wt, 
         int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
         for (int is = 0; is < sd.w; is++, wi += 4) {
           float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
+#if HALF_MATH
+          acc = RH4(acc + v.x * WLOAD4(wi, wt));
+          acc = RH4(acc + v.y * WLOAD4(wi + 1, wt));
+          acc = RH4(acc + v.z * WLOAD4(wi + 2, wt));
+          acc = RH4(acc + v.w * WLOAD4(wi + 3, wt));
+#else
           acc += v.x * WLOAD4(wi, wt) + v.y * WLOAD4(wi + 1, wt) + v.z * WLOAD4(wi + 2, wt) + v.w * WLOAD4(wi + 3, wt);
+#endif
         }
       }
     }
     int at = slice_index(dd, b, y, x, s);
+    acc = HALF_MATH ? RH4(acc + bv) : acc;
     STORE4(mask_lanes(FINISH(acc, s, at), s, dc), at, dst);  // activation and fused steps: ACT, E1, E2
     if (++kx0 == stride.x) {  // the next column: its first kernel column and input column
       kx0 = 0;
