@@ -28,9 +28,9 @@ from gpulint.executor.device import Device, select_device
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.fusion import FusionPlan
 from gpulint.executor.graph import GraphView
-from gpulint.executor.precision import precision
 from gpulint.executor.launch import Launch, Timing
 from gpulint.executor.lowering import lower
+from gpulint.executor.precision import precision
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model.ir import Model
 

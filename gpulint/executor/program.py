@@ -64,7 +64,9 @@ def kernel_source(
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
-        parts.append(env.from_string(text).render(epilogue_loop=epilogue_loop, half_math=half and half_math) if name.endswith(".j2") else text)
+        if name.endswith(".j2"):
+            text = env.from_string(text).render(epilogue_loop=epilogue_loop, half_math=half and half_math)
+        parts.append(text)
     return "\n".join(parts)
 
 
