@@ -123,20 +123,10 @@ def _same_halves(got: np.ndarray, want: np.ndarray) -> None:
     )
 
 
-@needs_opencl()
-@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
-def test_half_storage_converts_exactly(looped: bool) -> None:
-    """Half storage's loads and stores, as a CPU device (integer conversions) and a GPU
-    (vload_half) compile them: every half to float exactly, and floats to half rounding to
-    nearest even, overflow to Inf, subnormals kept, as numpy converts."""
-    import pyopencl as cl
-
-    device, _ = opencl_device()
-    assert device is not None
-    common, _ = program.kernel_parts(True, False, looped)
-    built = cl.Program(device.context, common + HALF_IO).build(program.BUILD_OPTIONS)
-    n = 1 << 16
-    halves = np.arange(n, dtype=np.uint16).view(np.float16)
+def floats_with_edges(n: int = 1 << 16) -> np.ndarray:
+    """n float32s: random bit patterns (every exponent, NaNs, Infs), and first the edges of half's
+    range and rounding (the largest half and the midpoint above it, the smallest normal and
+    subnormal and the midpoints around them, ties next to 1), each with both signs."""
     rng = np.random.default_rng(0)
     edges = [
         65504,
@@ -160,6 +150,24 @@ def test_half_storage_converts_exactly(looped: bool) -> None:
     ]
     floats = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32).copy()
     floats[: 2 * len(edges)] = np.array(edges + [-e for e in edges], np.float32)
+    return floats
+
+
+@needs_opencl()
+@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
+def test_half_storage_converts_exactly(looped: bool) -> None:
+    """Half storage's loads and stores, as a CPU device (integer conversions) and a GPU
+    (vload_half) compile them: every half to float exactly, and floats to half rounding to
+    nearest even, overflow to Inf, subnormals kept, as numpy converts."""
+    import pyopencl as cl
+
+    device, _ = opencl_device()
+    assert device is not None
+    common, _ = program.kernel_parts(True, False, looped)
+    built = cl.Program(device.context, common + HALF_IO).build(program.BUILD_OPTIONS)
+    n = 1 << 16
+    halves = np.arange(n, dtype=np.uint16).view(np.float16)
+    floats = floats_with_edges()
     with np.errstate(over="ignore", invalid="ignore"):
         want_halves = floats.astype(np.float16)
     mf = cl.mem_flags
@@ -174,3 +182,43 @@ def test_half_storage_converts_exactly(looped: bool) -> None:
         _same_halves(got, halves.astype(np.float32))
     for got in outs[3:]:
         _same_halves(got, want_halves)
+
+
+NEAREST = """
+__kernel void nearest(__global const float* g, __global float* r1, __global float* r4, __global float* r16) {
+  int i = get_global_id(0);
+  r1[i] = nearest_half(g[i]);
+  if (i % 4 == 0) vstore4(nearest_half4(vload4(i / 4, g)), i / 4, r4);
+  if (i % 16 == 0) vstore16(nearest_half16(vload16(i / 16, g)), i / 16, r16);
+}
+"""
+
+
+@needs_opencl()
+@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
+def test_rounding_to_half_is_numpys(looped: bool) -> None:
+    """F16's per-step rounding (nearest_half, behind the RH macros): a float to the nearest half
+    and back, bit for bit as numpy's float32 -> float16 -> float32 (ties to even, overflow to
+    Inf, subnormals kept, NaN stays NaN), scalar and vector."""
+    import pyopencl as cl
+
+    device, _ = opencl_device()
+    assert device is not None
+    common, _ = program.kernel_parts(True, False, looped, True)
+    built = cl.Program(device.context, common + NEAREST).build(program.BUILD_OPTIONS)
+    # Every tie: the midpoint of each pair of adjacent finite halves, and the floats next to it.
+    finite = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mid = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)
+    near = [mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(0))]
+    floats = np.concatenate([floats_with_edges(), *near, *(-m for m in near)])
+    floats = np.pad(floats, (0, -floats.size % 16))  # whole float16 vectors
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = floats.astype(np.float16).astype(np.float32)
+    mf = cl.mem_flags
+    g_buf = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=floats)
+    outs = [np.empty(floats.size, np.float32) for _ in range(3)]
+    bufs = [cl.Buffer(device.context, mf.WRITE_ONLY, o.nbytes) for o in outs]
+    built.nearest(device.queue, (floats.size,), None, g_buf, *bufs)
+    for o, b in zip(outs, bufs, strict=True):
+        cl.enqueue_copy(device.queue, o, b)
+        _same_halves(o, want)
