@@ -102,7 +102,7 @@ def table() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp32-fp16"])
     ap.add_argument("--table", action="store_true", help="the model x command table instead")
     args = ap.parse_args()
     if args.table:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/mutation.py [--corpus ../shared/models] [--seeds 10] [--models a,b]
 
 1. False FAILs: every corpus model, unmutated, verified over --seeds seeds x {uniform, normal}
-   x {fp32, fp16} (one verify per distribution and precision, --runs = seeds).
+   x {fp32, fp32-fp16, fp16} (one verify per distribution and precision, --runs = seeds).
 2. Mutations: per model, one weight tensor (the middle conv / fully connected op's) perturbed by
    a relative 1e-4, 1e-3, 1e-2, 1e-1 (each element times 1 +- r), one output channel's sign
    flipped, the op's bias zeroed, two output channels swapped, one NaN put in the weights.
@@ -31,6 +31,7 @@ from gpulint.model import Model, read, write
 from gpulint.verify import Request, verify
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
+PRECISIONS = ("fp32", "fp32-fp16", "fp16")  # the executor's, as the delegate names them
 WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}  # output-channel axis
 RELATIVE = (1e-4, 1e-3, 1e-2, 1e-1)
 KINDS = [f"weights x(1+-{r:g})" for r in RELATIVE] + ["sign flip", "zero bias", "swap channels", "one NaN"]
@@ -211,7 +212,7 @@ def main() -> None:
     progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     if not args.skip_clean:
         for p in paths:
-            for precision in ("fp32", "fp16"):
+            for precision in PRECISIONS:
                 for dist in ("uniform", "normal"):
                     row = run_clean(p, device, args.seeds, precision, dist)
                     report["clean"].append(row)
@@ -222,13 +223,13 @@ def main() -> None:
         print(f"false FAILs: {len(fails)} of {len(clean)} verifies ({args.seeds} seeds each)")
         for r in fails:
             print(f"  {r['model']} {r['precision']} {r['distribution']}: {[o['reason'] for o in r['outputs']]}")
-        print("| model | output | fp32 atol | fp16 atol | why (fp16, uniform) | worst |")
-        print("|---|---|---|---|---|---:|")
+        print("| model | output | fp32 atol | fp32-fp16 atol | fp16 atol | why (fp16, uniform) | worst |")
+        print("|---|---|---|---|---|---|---:|")
         for p in paths:
             rows = [r for r in clean if r["model"] == p.stem]
             for i, o in enumerate(rows[0]["outputs"] if rows else []):
                 atol = {}
-                for prec in ("fp32", "fp16"):
+                for prec in PRECISIONS:
                     u = next(r for r in rows if r["precision"] == prec and r["distribution"] == "uniform")["outputs"][i]
                     low = f"{u['atol_min']:.2g}..{u['atol']:.2g}" if u["atol_min"] is not None else f"{u['atol']:.2g}"
                     atol[prec] = low
@@ -236,7 +237,8 @@ def main() -> None:
                 why = why["outputs"][i]["why"]
                 worst = max((r["outputs"][i]["worst"] or 0.0) for r in rows)
                 print(
-                    f"| {p.stem} | {o['name']} {o['shape']} | {atol['fp32']} | {atol['fp16']} | {why} | {worst:.2f} |"
+                    f"| {p.stem} | {o['name']} {o['shape']} | {atol['fp32']} | {atol['fp32-fp16']} | {atol['fp16']} "
+                    f"| {why} | {worst:.2f} |"
                 )
     if not args.skip_mutants:
         for p in paths:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gpulint import reference
+from gpulint.compare import PRECISION_WORDS
 from gpulint.executor import Device, Executor, ExecutorError
 from gpulint.model import Model, read
 from gpulint.partitioned import PartitionedRunner
@@ -65,6 +66,7 @@ class BenchResult:
             "model": self.model,
             "device": self.device,
             "precision": self.precision,
+            "precision_means": PRECISION_WORDS.get(self.precision, ""),
             "runs": self.runs,
             "cpu_threads": self.threads,
             "cpu_interpreter_ms": round(self.cpu_ms, 4),

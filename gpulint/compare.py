@@ -45,6 +45,18 @@ from gpulint.model.ir import Model
 
 FP16_EPS = 2.0**-10  # one fp16 epsilon at magnitude 1
 
+# The executor's precisions (executor/precision.py), in the GPU delegate's words, for reports.
+PRECISION_WORDS = {
+    "fp32": "F32: float storage and arithmetic",
+    "fp32-fp16": "F32_F16: half storage, float arithmetic",
+    "fp16": "F16: half storage and half arithmetic",
+}
+
+
+def precision_text(name: str) -> str:
+    """`fp16 (F16: half storage and half arithmetic)`; an unknown name as it is."""
+    return f"{name} ({PRECISION_WORDS[name]})" if name in PRECISION_WORDS else name
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -60,9 +72,9 @@ class Policy:
 # round that much into any output, however small the output itself (a presence flag of 1e-10).
 EXECUTOR_VS_CPU = Policy(
     "executor-vs-cpu",
-    noise_multiple={"fp32": 10.0, "fp16": 2.0**14},
-    atol_floor={"fp32": 1e-5, "fp16": FP16_EPS},
-    rtol={"fp32": 1e-5, "fp16": 2.0**-9},
+    noise_multiple={"fp32": 10.0, "fp32-fp16": 2.0**14, "fp16": 2.0**14},
+    atol_floor={"fp32": 1e-5, "fp32-fp16": FP16_EPS, "fp16": FP16_EPS},
+    rtol={"fp32": 1e-5, "fp32-fp16": 2.0**-9, "fp16": 2.0**-9},
     quant_steps=3.0,
     quant_statistic="max",
 )

@@ -177,7 +177,12 @@ def test_verify_resolves_its_target_as_check_does(tmp_path: Path) -> None:
 
 @needs_opencl()
 @pytest.mark.parametrize(
-    "command", [["verify", "--precision", "fp16"], ["bench", "--precision", "fp16", "--runs", "2", "--no-start"]]
+    "command",
+    [
+        ["verify", "--precision", "fp32-fp16"],
+        ["verify", "--precision", "fp16"],
+        ["bench", "--precision", "fp16", "--runs", "2", "--no-start"],
+    ],
 )
 def test_no_compiler_warning_at_fp16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
     """pyopencl's CompilerWarning (PoCL's notes on float16 vectors at fp16) on a cold kernel
@@ -198,3 +203,33 @@ def test_no_compiler_warning_at_fp16(tmp_path: Path, monkeypatch: pytest.MonkeyP
         r = runner.invoke(app, [command[0], str(path), *command[1:]])
     assert r.exit_code == 0, r.output
     assert not [w for w in seen if type(w.message).__name__ == "CompilerWarning"], seen[0].message
+
+
+def test_precisions_are_named_as_the_delegate_names_them() -> None:
+    """Issue 18: fp32, fp16 (F16: half storage and arithmetic, what phones run) and fp32-fp16
+    (F32_F16: half storage, float arithmetic), on every command that takes --precision."""
+    for command in ("verify", "bench"):
+        r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"})
+        assert r.exit_code == 0
+        assert "fp32|fp16|fp32-fp16" in r.stdout and "GpuDelegate.Options" in r.stdout, r.stdout
+        bad = runner.invoke(app, [command, "x.tflite", "--precision", "f16"])
+        assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+@needs_opencl()
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
+def test_verify_and_bench_say_which_precision_ran(tmp_path: Path, precision: str) -> None:
+    from helpers import conv_model
+
+    from gpulint.compare import PRECISION_WORDS
+
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    r = runner.invoke(app, ["verify", str(path), "--precision", precision, "--format", "json"])
+    out = json.loads(r.stdout)
+    assert r.exit_code == 0 and out["precision"] == precision, out
+    assert out["precision_means"] == PRECISION_WORDS[precision]
+    r = runner.invoke(app, ["verify", str(path), "--precision", precision])
+    assert f"{precision} ({PRECISION_WORDS[precision]})" in r.stdout.splitlines()[0]
+    r = runner.invoke(app, ["bench", str(path), "--precision", precision, "--runs", "1", "--no-start"])
+    assert r.exit_code == 0 and f"({precision} ({PRECISION_WORDS[precision]}))" in r.stdout.splitlines()[0]

@@ -39,7 +39,7 @@ def test_every_mutation_beyond_tolerance_fails(name: str) -> None:
 
 @needs_device
 @pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 def test_unmutated_model_never_fails(name: str, precision: str) -> None:
     device, _ = opencl_device()
     for distribution in ("uniform", "normal"):

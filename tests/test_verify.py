@@ -211,8 +211,9 @@ def test_interpreter_crash_is_an_error_not_a_dead_process(tmp_path: Path) -> Non
 def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> None:
     code, out = verify_json(str(path))
     assert code == 0, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
-    code, out = verify_json(str(path), "--precision", "fp16")
-    assert code == 0 and out["precision"] == "fp16", [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
+    for half in ("fp32-fp16", "fp16"):  # half storage; half storage and arithmetic (what phones run)
+        code, out = verify_json(str(path), "--precision", half)
+        assert code == 0 and out["precision"] == half, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
     fixed = tmp_path / "fixed.tflite"
     r = runner.invoke(app, ["fix", str(path), "-o", str(fixed), "--verify"])
     assert r.exit_code == 0, r.output
@@ -285,7 +286,7 @@ def nan_ops_model() -> Model:
 
 
 @needs_device
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 def test_executor_kernels_keep_nan(precision: str) -> None:
     from helpers import opencl_device
 
@@ -338,13 +339,13 @@ def packed_head_model(score_bias: float = -9.5) -> Model:
 
 
 @needs_device
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 def test_packed_head_scores_cannot_hide_behind_the_boxes(
     precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 22 item 3 / issue 14: box pixels and class scores in one output. The unmutated model
     PASSes; a candidate whose scores moved from below 2e-4 to 0.5 FAILs; so does an executor
-    that moves only the scores (at fp16 the boxes' noise x 2^14 would have hidden them)."""
+    that moves only the scores (at fp32-fp16 the boxes' noise x 2^14 would have hidden them)."""
     path = tmp_path / "head.tflite"
     write(packed_head_model(), path)
     code, out = verify_json(str(path), "--precision", precision, "--runs", "2")
@@ -583,7 +584,7 @@ def test_int8_twin_computes_as_the_delegate(tmp_path: Path) -> None:
 
 
 @needs_device
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 def test_int8_model_is_compared_with_the_delegates_computation(
     precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -652,7 +653,7 @@ def test_fix_verify_on_an_int8_model(tmp_path: Path) -> None:
 
 
 @needs_device
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 def test_a_saturating_int8_tensor_is_clamped_as_the_delegate_clamps(precision: str, tmp_path: Path) -> None:
     """Layer 2's int8 output covers a third of its values: the delegate clamps them to its range
     (and rounds every int8 result), so does LiteRT (0 steps from the delegate's computation here);

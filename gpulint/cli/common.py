@@ -132,8 +132,20 @@ class Severity(StrEnum):
 
 
 class Precision(StrEnum):
+    """The executor's precisions, named as the GPU delegate names them (executor/precision.py)."""
+
     fp32 = "fp32"
     fp16 = "fp16"
+    fp32_fp16 = "fp32-fp16"
+
+
+PRECISION_HELP = (
+    "The executor's precision, as the GPU delegate names them. fp32: float storage and arithmetic. "
+    "fp16 (F16): half storage and half arithmetic, accumulations included: what phones run when precision "
+    "loss is allowed, the default of GpuDelegate.Options and of MediaPipe. fp32-fp16 (F32_F16): half storage, "
+    "float arithmetic."
+)
+PrecisionOption = Annotated[Precision, typer.Option(help=PRECISION_HELP)]
 
 
 class Distribution(StrEnum):

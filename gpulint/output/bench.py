@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpulint.compare import precision_text
 from gpulint.text import clean
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ SLOWEST = 15
 
 def render_bench(path: str, result: BenchResult) -> str:
     lines = [
-        f"{clean(path, 300)} on {result.device} ({result.precision}), median of {result.runs} runs",
+        f"{clean(path, 300)} on {result.device} ({precision_text(result.precision)}), median of {result.runs} runs",
         f"  LiteRT CPU interpreter ({result.threads} threads): {result.cpu_ms:.2f} ms",
         f"  OpenCL executor: {result.executor_ms:.2f} ms  (ratio {result.ratio:.2f})",
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpulint.compare import precision_text
 from gpulint.text import clean
 
 if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the interpreter loaded
@@ -16,7 +17,7 @@ if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the in
 def render_verify(result: VerifyResult) -> str:
     lines = [
         f"{clean(result.candidate, 300)}: {'PASS' if result.passed else 'FAIL'} against the LiteRT CPU interpreter "
-        f"on {clean(result.model, 300)} ({result.runs} run(s), {result.precision}, {result.device})"
+        f"on {clean(result.model, 300)} ({result.runs} run(s), {precision_text(result.precision)}, {result.device})"
     ]
     for p in result.partitions:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")

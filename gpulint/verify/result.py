@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpulint.compare import Tolerance, Verdict
+from gpulint.compare import PRECISION_WORDS, Tolerance, Verdict
 
 
 @dataclass
@@ -83,6 +83,7 @@ class VerifyResult:
             "status": "PASS" if self.passed else "FAIL",
             "device": self.device,
             "precision": self.precision,
+            "precision_means": PRECISION_WORDS.get(self.precision, ""),
             "runs": self.runs,
             "partitions": self.partitions,
             "noise_probe": self.noise_probe,
