@@ -65,7 +65,7 @@ def kernel_source(
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         if name.endswith(".j2"):
-            text = env.from_string(text).render(epilogue_loop=epilogue_loop, half_math=half and half_math)
+            text = env.from_string(text).render(epilogue_loop=epilogue_loop, half=half, half_math=half and half_math)
         parts.append(text)
     return "\n".join(parts)
 
