@@ -39,6 +39,19 @@ def test_tolerance_is_a_multiple_of_noise_with_a_floor() -> None:
     assert tolerance(REWRITE_PROOF, "fp16", 1e-3).atol == pytest.approx(1e-2)  # a CPU policy: fp32 only
 
 
+def test_half_rounding_flips_widen_a_quantized_tolerance_in_half_only() -> None:
+    """Issue 18: in half precision an int8 result near a grid midpoint lands one step off, and the
+    ops after it carry the step; verify measures how many steps on the CPU (half_steps) and adds them."""
+    t = tolerance(EXECUTOR_VS_CPU, "fp16", 0.0, step=0.5, half_steps=6.0)
+    assert t.atol == pytest.approx((3 + 6) * 0.5) and "6 steps from half rounding flips" in t.source
+    assert tolerance(EXECUTOR_VS_CPU, "fp16", 0.0, step=0.5).atol == pytest.approx(1.5)
+    ref = np.zeros((1, 8), np.int8)
+    got = ref.copy()
+    got[0, 3] = 5
+    assert not judge("kp", [ref], [got], EXECUTOR_VS_CPU, "fp16", 0.0, 1.0).passed
+    assert judge("kp", [ref], [got], EXECUTOR_VS_CPU, "fp16", 0.0, 1.0, half_steps=6.0).passed
+
+
 def test_a_single_element_output_near_zero_does_not_collapse() -> None:
     """The issue's presence flag: sigmoid of a large negative logit, 1e-10, off by 1e-13."""
     ref = np.array([[6.1e-10]], np.float32)

@@ -603,6 +603,10 @@ def test_int8_model_is_compared_with_the_delegates_computation(
     (o,) = out["outputs"]  # type: ignore[misc]
     assert o["int8_gap"]["max_abs_error_steps"] <= 1 and "requantize in fixed point" in o["int8_gap"]["reason"]
     assert o["hybrid_gap"] is None
+    # In half precision the tolerance adds the steps half rounding flips make on the CPU (the probe).
+    assert ("half_flip_steps" in o["executor"]) == (precision != "fp32")
+    if o["executor"].get("half_flip_steps"):
+        assert "steps from half rounding flips" in o["executor"]["tolerance_source"]
 
     step = model.subgraphs[0].tensors[model.subgraphs[0].operators[-2].outputs[0]].quantization.scale[0]  # type: ignore[union-attr,index]
     real = reference.run

@@ -52,7 +52,10 @@ def judge_all(
     cand: Cpu,
     all_gots: list[list[np.ndarray]],
     same_model: bool,
+    half_steps: list[float] | None = None,
 ) -> list[OutputResult]:
+    """Every output judged twice. `half_steps`: per output, the quantization steps half
+    precision's rounding flips move it by on the CPU (twins.half_probe_steps), in half only."""
     sg = original.subgraphs[0]
     for outs, what in ((cand.outputs, "the candidate on the CPU"), (all_gots, "the candidate on the executor")):
         if any(len(o) != len(sg.outputs) for o in outs):
@@ -77,10 +80,13 @@ def judge_all(
                 sides=("original on the CPU", "candidate on the CPU"),
             )  # fmt: skip
         step = compare.quant_step(candidate, i)
+        flips = half_steps[i] if half_steps is not None and step is not None else 0.0
         executor = compare.judge(
             name, cpu, gots, compare.EXECUTOR_VS_CPU, req.precision, cand_noise, step, user,
-            sides=("CPU interpreter", "executor"),
+            sides=("CPU interpreter", "executor"), half_steps=flips,
         )  # fmt: skip
+        if half_steps is not None and step is not None:
+            executor.metrics["half_flip_steps"] = flips
         out.append(OutputResult(name, list(refs[0].shape), str(refs[0].dtype), rewrite, executor))
     return out
 

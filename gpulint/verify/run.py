@@ -24,6 +24,7 @@ from gpulint.verify.twins import (
     delegated_ops,
     gap_text,
     gpu_side,
+    half_probe_steps,
     kernels_gap,
     make_twins,
 )
@@ -86,6 +87,9 @@ def _verify_with(
     kernels = None
     if twins.candidate is not None:  # the candidate on LiteRT's own kernels, for the gap alone
         kernels = [reference.run(cand_path, x) for x in cand_inputs]
+    half_steps = None
+    if req.precision != "fp32" and twins.int8 and twins.candidate is not None:  # half's int8 rounding flips
+        half_steps = half_probe_steps(twins.candidate, tmp, candidate, cand_inputs)
     seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -113,7 +117,7 @@ def _verify_with(
     if req.inputs is None and req.reference is None:
         result.integer_inputs = reference.integer_inputs(original)
     result.cpu_reference = cpu_reference_text(twins)
-    result.outputs = judge_all(req, original, candidate, orig, cand, all_gots, same_model)
+    result.outputs = judge_all(req, original, candidate, orig, cand, all_gots, same_model, half_steps)
     if kernels is not None:
         for i, o in enumerate(result.outputs):
             gap = kernels_gap([c[i] for c in cand.outputs], [k[i] for k in kernels], compare.quant_step(candidate, i))

@@ -113,3 +113,59 @@ def gap_text(gap: dict[str, Any]) -> str:
     if "max_abs_error_steps" in gap:
         return f"{gap['max_abs_error_steps']:.3g} quantization steps (mean {gap['mean_abs_error_steps']:.3g})"
     return f"max abs {gap['max_abs_error']:.3g}, max rel {gap['max_rel_error']:.3g}"
+
+
+# One half rounding's relative error, at most: the nudge half_probe_twins gives each value an
+# int8 rounding reads.
+HALF_PROBE = 2.0**-11
+
+
+def half_probe_twins(twin: Path, tmp: str) -> list[Path]:
+    """The int8 twin twice more, every value a QUANTIZE rounds to an int8 grid first multiplied by
+    1 + HALF_PROBE, then by 1 - HALF_PROBE. In half precision (fp32-fp16 and fp16 alike: the
+    delegate's elementwise code, the int8 rounding included, runs on half4) a value within half's
+    rounding of a grid midpoint lands one step off; what such flips at every int8 op add up to at
+    an output, carried by the ops after them, is this model's own: the probes measure it on the
+    CPU, on the same inputs, as the second CPU opinion measures float noise."""
+    from gpulint.model import read, write
+    from gpulint.model.ir import Tensor
+    from gpulint.passes.edit import add_const, new_op
+
+    paths = []
+    for name, factor in (("up", 1 + HALF_PROBE), ("down", 1 - HALF_PROBE)):
+        model = read(twin)
+        sg = model.subgraphs[0]
+        nudge = add_const(model, sg, "gpulint/half_probe", np.array([factor], np.float32))
+        order = []
+        for op in sg.operators:
+            x = op.inputs[0] if op.inputs else -1
+            if model.op_name(op) == "QUANTIZE" and x >= 0 and sg.tensors[x].type == "FLOAT32":
+                old = sg.tensors[x]
+                sg.tensors.append(Tensor(f"{old.name}/half_probe", list(old.shape), "FLOAT32"))
+                nudged = len(sg.tensors) - 1
+                order.append(new_op(model, "MUL", [x, nudge], [nudged], {}, "MulOptions"))
+                op.inputs[0] = nudged
+            order.append(op)
+        sg.operators = order
+        path = Path(tmp, f"{twin.stem}.half_{name}.tflite")
+        write(model, path, allow_loss=True)
+        paths.append(path)
+    return paths
+
+
+def half_probe_steps(twin: Path, tmp: str, model: Model, inputs: list[list[np.ndarray]]) -> list[float]:
+    """Per output of `model` (0 for a float one), the most quantization steps the half probes
+    (half_probe_twins) move it by from the twin, over every run. Calibrated on the corpus's 29
+    int8 models (README "verify"): the executor in half was never more than 0.04 steps beyond it."""
+    probes = half_probe_twins(twin, tmp)
+    steps = [compare.quant_step(model, i) for i in range(len(model.subgraphs[0].outputs))]
+    worst = [0.0] * len(steps)
+    for x in inputs:
+        base, *moved = reference.run_models([twin, *probes], x)
+        for i, step in enumerate(steps):
+            if step is None:
+                continue
+            for m in moved:
+                d = np.abs(m[i].astype(np.float64) - base[i].astype(np.float64))
+                worst[i] = max(worst[i], float(d[np.isfinite(d)].max(initial=0.0)) / step)
+    return worst
