@@ -274,6 +274,38 @@ def test_depthwise_conv2d(
     assert_matches(single(build))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("k", [3, 4])  # the window kernel (3x3) and the any-size one
+def test_an_inf_input_stays_in_its_window(k: int, precision: str) -> None:
+    """DEPTHWISE_CONV_2D with two output rows per work item: the rows outside an output's window
+    are skipped, not multiplied by a zero weight, so an Inf in the input (F16 overflows) makes
+    Inf exactly in the outputs whose window holds it, and NaN nowhere. (The reference is the
+    sum itself: LiteRT's XNNPACK kernels give NaN next to the window for a 4x4 filter.)"""
+    c, hh, ww = 8, 12, 16
+    wt, bias = w(1, k, k, c), w(c)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, hh, ww, c])
+        options = dict(padding="SAME", stride_w=1, stride_h=1, depth_multiplier=1)
+        options |= dict(dilation_w_factor=1, dilation_h_factor=1)
+        return g.op("DEPTHWISE_CONV_2D", [x, g.const("w", wt), g.const("b", bias)], [1, hh, ww, c], options=options)
+
+    x = RNG.uniform(-1, 1, (1, hh, ww, c)).astype(np.float32)
+    x[0, 5, 7, 2] = np.inf
+    top = (k - 1) // 2  # SAME padding ahead of the input
+    padded = np.pad(x[0].astype(np.float64), ((top, k - 1 - top), (top, k - 1 - top), (0, 0)))
+    with np.errstate(invalid="ignore"):
+        expected = sum(padded[i : i + hh, j : j + ww] * wt[0, i, j] for i in range(k) for j in range(k)) + bias
+    ex = Executor(single(build), DEVICE, precision)
+    assert any(ln.kernel.startswith("depthwise_x8_r2") for ln in ex.launches)
+    (got,) = ex.run([x])
+    got = got[0]
+    assert np.isinf(expected).sum() == k * k and not np.isnan(expected).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
+
+
 @pytest.mark.parametrize("shape", [[1, 7], [3, 7], [1, 2, 2, 3]])
 def test_fully_connected(shape: list[int]) -> None:
     i = int(np.prod(shape[1:])) if len(shape) > 2 else shape[-1]
