@@ -848,10 +848,57 @@ def test_an_all_nan_output_says_so(tmp_path: Path) -> None:
         in r.stdout
     )
     assert (
-        "executor PASS: no value is a number on both sides (NaN/Inf in 256 of 256 values: 256 on both sides)"
+        "executor PASS at fp32: no value is a number on both sides (NaN/Inf in 256 of 256 values: 256 on both sides)"
         in r.stdout
     )
     code, out = verify_json(str(paths[1]))
     assert code == 0  # the same NaN on both sides agrees
     (o,) = out["outputs"]  # type: ignore[misc]
     assert o["executor"]["nonfinite_on_both"] == 256 and o["executor"]["values"] == 256
+
+
+# -- half precision (issue 18) --------------------------------------------------------------------
+
+
+@needs_device
+def test_output_error_is_stated_at_the_chosen_precision(tmp_path: Path) -> None:
+    """Per output, the executor's error at the precision that ran, and that error over the CPU noise."""
+    from helpers import conv_model
+
+    path = tmp_path / "conv.tflite"
+    write(conv_model(8), path)
+    r = runner.invoke(app, ["verify", str(path), "--precision", "fp16", "--format", "json"])
+    (o,) = json.loads(r.stdout)["outputs"]
+    ex = o["executor"]
+    assert ex["cpu_noise"] > 0 and ex["error_over_noise"] == pytest.approx(ex["max_abs_error"] / ex["cpu_noise"])
+    r = runner.invoke(app, ["verify", str(path), "--precision", "fp16"])
+    assert "executor PASS at fp16: max abs" in r.stdout and "x CPU noise" in r.stdout, r.stdout
+
+
+def test_first_half_loss_reads_jumps_not_drift() -> None:
+    """An op whose error grows a few half roundings is healthy; one whose error jumps LOSS_JUMP x
+    past what it reads, to LOSS_MIN of its range or more, lost its precision; an Inf where the CPU
+    has a number overflowed, and what follows an overflow is not blamed on a loss of precision."""
+    from gpulint.verify.half import first_half_loss
+
+    row = dict(op="ADD", tensor="t", values=4, overflowed=0, cpu_max_abs=1.0)
+    healthy = [
+        {**row, "op_index": 0, "error": 3e-4, "input_error": 0.0},
+        {**row, "op_index": 1, "error": 2e-3, "input_error": 3e-4},
+        {**row, "op_index": 2, "error": 0.03, "input_error": 0.01},  # large, but carried in
+    ]
+    assert first_half_loss(healthy) is None
+    jump = {**row, "op_index": 3, "op": "SUB", "error": 0.2, "input_error": 2e-3}
+    found = first_half_loss([*healthy, jump])
+    assert found is not None and found["precision_loss"]["op_index"] == 3 and "overflow" not in found
+    inf = {**row, "op_index": 4, "op": "EXP", "overflowed": 2, "cpu_max_abs": 4.9e8, "error": 0.0, "input_error": 0.0}
+    found = first_half_loss([*healthy, jump, inf])
+    assert found is not None and found["overflow"]["op_index"] == 4 and found["precision_loss"]["op_index"] == 3
+    assert "beyond half's largest 65504" in found["overflow"]["reason"]
+    after = {**jump, "op_index": 5, "op": "DIV", "error": 1.0}
+    found = first_half_loss([*healthy, inf, after])
+    assert found is not None and found["overflow"]["op_index"] == 4 and "precision_loss" not in found
+    # Values wholly below half's smallest normal (6.1e-5) keep few bits: underflow, not a jump.
+    tiny = {**row, "op_index": 6, "op": "MUL", "error": 0.4, "input_error": 0.0, "cpu_max_abs": 2e-6}
+    found = first_half_loss([*healthy, tiny])
+    assert found is not None and list(found) == ["underflow"] and "below half's smallest normal" in str(found)

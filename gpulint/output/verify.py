@@ -30,7 +30,8 @@ def render_verify(result: VerifyResult) -> str:
     for o in result.outputs:
         lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
         for kind, v in o.comparisons().items():
-            lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}: {verdict_text(v)}")
+            at = f" at {result.precision}" if kind == "executor" else ""  # the error is that precision's
+            lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}{at}: {verdict_text(v)}")
             if v.reason:
                 lines.append(f"             {clean(v.reason, 500)}")
         if o.hybrid_gap is not None and o.hybrid_gap["max_abs_error"] is not None:
@@ -47,6 +48,8 @@ def render_verify(result: VerifyResult) -> str:
             lines.append(f"    first NaN/Inf ({f['side']}): {where}")
     if result.attribution:
         lines.append(f"  attribution: {result.attribution}")
+    if result.half_loss is not None:
+        lines += half_loss_lines(result.half_loss)
     if result.bisect is not None:
         b = result.bisect
         if b.get("op"):
@@ -73,9 +76,11 @@ def verdict_text(v: Verdict) -> str:
     rule = t.rule()
     if m["max_abs_error"] is None:
         return f"no value is a number on both sides ({nonfinite_text(m)}); tolerance {rule} ({t.source})"
+    over = m.get("error_over_noise")
+    noise = f", max abs {over:.3g} x CPU noise" if over is not None else ""
     text = (
-        f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, max rel {m['max_rel_error']:.3g}, "
-        f"cosine {m['cosine_similarity']:.6f}"
+        f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, "
+        f"max rel {m['max_rel_error']:.3g}, cosine {m['cosine_similarity']:.6f}{noise}"
     )
     if "worst" in m and t.statistic == "max":
         text += f", worst {m['worst']['error_over_tolerance']:.3g} x its tolerance"
@@ -95,3 +100,18 @@ def nonfinite_text(m: dict[str, Any]) -> str:
     ]
     total = sum(n for n, _ in sides)
     return f"NaN/Inf in {total} of {m.get('values', '?')} values: " + ", ".join(f"{n} {w}" for n, w in sides if n)
+
+
+def half_loss_lines(h: dict[str, Any]) -> list[str]:
+    """Where the half path went wrong: the first op that overflowed, the first that lost its precision."""
+    head = f"  in half precision ({h['precision']}, run {h.get('run', 0)})"
+    if not h.get("op"):
+        return [f"{head}: {clean(h.get('note', ''), 300)}"]
+    lines = []
+    kinds = (("overflow", "overflowed"), ("precision_loss", "lost its precision"), ("underflow", "underflowed"))
+    for key, what in kinds:
+        f = h.get(key)
+        if f is not None:
+            where = f"op {f['op_index']} {f['op']} -> {clean(f['tensor'], 200)}"
+            lines.append(f"{head}, first op that {what}: {where}: {clean(f['reason'], 300)}")
+    return lines

@@ -87,6 +87,7 @@ def judge_all(
         )  # fmt: skip
         if half_steps is not None and step is not None:
             executor.metrics["half_flip_steps"] = flips
+        _error_over_noise(executor, cand_noise, step)
         out.append(OutputResult(name, list(refs[0].shape), str(refs[0].dtype), rewrite, executor))
     return out
 
@@ -97,3 +98,13 @@ def _noise(cpu: Cpu, i: int) -> compare.Noise | None:
         return None
     gap = 1.0 if cpu.probe == reference.BUILTIN_PROBE else compare.LOCAL_SCALE_GAP  # see compare.Noise
     return compare.noise_map([o[i] for o in cpu.outputs], [s[i] for s in cpu.second], gap)
+
+
+def _error_over_noise(v: compare.Verdict, noise: compare.Noise | None, step: float | None) -> None:
+    """The executor's error at the chosen precision over the CPU's own noise (float outputs with
+    measured noise): the number the policy's noise multiple is calibrated on (compare.py)."""
+    m = v.metrics
+    if step is not None or noise is None or m.get("max_abs_error") is None:
+        return
+    m["cpu_noise"] = noise.total
+    m["error_over_noise"] = m["max_abs_error"] / noise.total if noise.total > 0 else None

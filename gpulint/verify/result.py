@@ -69,6 +69,7 @@ class VerifyResult:
     cpu_reference: str = ""  # what the CPU side ran, where it is not the model as given
     attribution: str = ""
     bisect: dict[str, Any] | None = None
+    half_loss: dict[str, Any] | None = None  # on an executor FAIL in half: where it overflowed or lost digits
     seconds: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # the runner's: ops moved to the CPU side, and why
 
@@ -92,6 +93,7 @@ class VerifyResult:
             "outputs": [o.to_json() for o in self.outputs],
             "attribution": self.attribution,
             "bisect": self.bisect,
+            "half_precision": self.half_loss,
             "seconds": self.seconds,
             "warnings": self.warnings,
         }

@@ -7,11 +7,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from gpulint import compare, reference
 from gpulint.executor import Device
 from gpulint.model.ir import Model
 from gpulint.partitioned import PartitionedRunner
 from gpulint.verify.divergence import bisect
+from gpulint.verify.half import locate_half_loss
 from gpulint.verify.judge import EXECUTOR_FAULT, REWRITE_FAULT, Cpu, cpu_runs, judge_all
 from gpulint.verify.nonfinite import find_nonfinite
 from gpulint.verify.npz import load_inputs, load_reference, save_reference
@@ -138,6 +141,11 @@ def _verify_with(
             + "; ".join([t for t, bad in ((REWRITE_FAULT, rewrite), (EXECUTOR_FAULT, executor)) if bad])
         )
         find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0], twins)
+        if executor and req.precision != "fp32":  # where the half path overflowed or lost its digits
+            run = _failing_run(result, cand.outputs, all_gots)
+            cpu_path = twins.candidate or req.candidate_path or req.model_path
+            result.half_loss = locate_half_loss(req, candidate, device, cpu_path, cand_inputs[run])
+            result.half_loss["run"] = run
         if req.bisect:
             result.bisect = bisect(
                 req, original, candidate, device, all_inputs[0], cand_inputs[0], rewrite, twins, result
@@ -145,3 +153,18 @@ def _verify_with(
         seconds["diagnose"] = time.perf_counter() - clock
     result.seconds = {k: round(v, 3) for k, v in seconds.items()}
     return result
+
+
+def _failing_run(result: VerifyResult, cpu: list[list[np.ndarray]], gots: list[list[np.ndarray]]) -> int:
+    """The run to look inside: the first with a NaN/Inf on the executor where the CPU has a
+    number, else the run of the worst element of the first output the executor FAILs."""
+    for r, (c, g) in enumerate(zip(cpu, gots, strict=True)):
+        for ref, got in zip(c, g, strict=True):
+            a, b = np.asarray(ref), np.asarray(got)
+            if a.dtype.kind == "f" and b.dtype.kind == "f" and np.any(np.isfinite(a) & ~np.isfinite(b)):
+                return r
+    for o in result.outputs:
+        worst = o.executor.metrics.get("worst")
+        if not o.executor.passed and worst and worst["index"]:
+            return int(worst["index"][0])
+    return 0
