@@ -161,7 +161,7 @@ def _where(row: dict[str, Any]) -> dict[str, Any]:
 def locate_half_loss(req: Request, model: Model, device: Device, cpu_path: Path, feed: Any) -> dict[str, Any]:
     """One run of `model` on the CPU interpreter (`cpu_path`: the model, or its twin computed as
     the delegate computes) and on the executor at req.precision, every tensor kept: the first op
-    that overflowed and the first that lost its precision."""
+    that overflowed, lost its precision or underflowed (first_half_loss)."""
     try:
         cpu = reference.run_all_tensors(cpu_path, feed)
     except reference.ReferenceError as e:
@@ -170,8 +170,8 @@ def locate_half_loss(req: Request, model: Model, device: Device, cpu_path: Path,
     found = first_half_loss(rows)
     if found is None:
         note = (
-            f"no op overflowed, and none lost its precision ({LOSS_MIN:.3g} of its range and {LOSS_JUMP:g} x "
-            f"its inputs' error), over {len(rows)} tensors compared"
+            f"no op overflowed, lost its precision ({LOSS_MIN:.3g} of its range and {LOSS_JUMP:g} x its "
+            f"inputs' error) or underflowed, over {len(rows)} tensors compared"
         )
         return {"precision": req.precision, "op": None, "compared": len(rows), "note": note}
     # An overflow first (it is what an output's NaN/Inf comes from), else the earlier of the others.
