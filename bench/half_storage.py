@@ -1,20 +1,21 @@
-"""Half precision against fp32 on this machine's OpenCL device, and what half storage's integer
-conversions (prelude.cl.j2, on a CPU device) buy over vload_half/vstore_half, in one process.
+"""Half precision against fp32 on this machine's OpenCL device, and what a CPU device's ways of
+converting half storage (prelude.cl.j2) cost against each other, in one process.
 
     .venv/bin/python bench/half_storage.py MODEL.tflite [...]
 
-On a GPU, which keeps vload_half, the last two columns are the same code.
-
-Per model: four executors built side by side (fp32; fp32-fp16, half storage with float
-arithmetic, as shipped; fp32-fp16 with the vload_half/vstore_half macros put back into the kernel
-source; fp16, half storage and half arithmetic as phones run it) and timed alternately, 15 rounds,
-medians. The two fp32-fp16 outputs must be identical: the conversions are exact either way.
+Per model, executors built side by side and timed alternately, 15 rounds, medians: fp32;
+fp32-fp16 (half storage, float arithmetic) as shipped (F16C where the CPU has it), with the
+integer conversions, and with vload_half/vstore_half put back into the kernel source; fp16 (half
+storage and arithmetic, as phones run it) as shipped and with the integer conversions and
+rounding. The fp32-fp16 outputs must be identical, and so must the fp16 ones: every conversion
+is exact. On a GPU, which keeps vload_half, the fp32-fp16 columns are the same code.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,12 +31,19 @@ VLOAD = """#define LOAD4(i, p) vload_half4((i), (__global const half*)(p))
 #define STORE1(v, i, p) vstore_half((v), (i), (__global half*)(p))
 """
 SHIPPED = program.kernel_source
+Source = Callable[..., str]
+
+
+def integer(
+    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False, f16c: bool = False
+) -> str:
+    return SHIPPED(half, fp16_extension, epilogue_loop, half_math, False)
 
 
 def with_vload_half(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False, f16c: bool = False
 ) -> str:
-    source = SHIPPED(half, fp16_extension, epilogue_loop, half_math)
+    source = integer(half, fp16_extension, epilogue_loop, half_math)
     if half and "#define LOAD4(i, p) half_to_float4" in source:  # a CPU device's integer conversions
         start = source.index("#define LOAD4(i, p) half_to_float4")
         end = source.index("\n", source.index("#define STORE1(v, i, p)")) + 1
@@ -43,7 +51,7 @@ def with_vload_half(
     return source
 
 
-def build(model: object, precision: str, source: object) -> Executor:
+def build(model: object, precision: str, source: Source) -> Executor:
     program.kernel_source = source  # type: ignore[assignment]
     for cached in (program.kernel_parts, program.kernel_sources):
         cached.cache_clear()
@@ -58,11 +66,16 @@ def main() -> None:
         runs = {
             "fp32": build(model, "fp32", SHIPPED),
             "fp32-fp16": build(model, "fp32-fp16", SHIPPED),
+            "fp32-fp16 integer": build(model, "fp32-fp16", integer),
             "fp32-fp16 vload_half": build(model, "fp32-fp16", with_vload_half),
             "fp16": build(model, "fp16", SHIPPED),
+            "fp16 integer": build(model, "fp16", integer),
         }
         program.kernel_source = SHIPPED
-        np.testing.assert_array_equal(runs["fp32-fp16"].run(x)[0], runs["fp32-fp16 vload_half"].run(x)[0])
+        same = [("fp32-fp16", "fp32-fp16 integer"), ("fp32-fp16", "fp32-fp16 vload_half"), ("fp16", "fp16 integer")]
+        for a, b in same:
+            for u, v in zip(runs[a].run(x), runs[b].run(x), strict=True):
+                np.testing.assert_array_equal(u, v)
         times: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(15):
             for k, ex in runs.items():
@@ -71,10 +84,7 @@ def main() -> None:
                 times[k].append(time.perf_counter() - clock)
         ms = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
         print(
-            f"{path.split('/')[-1]}: "
-            + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items())
-            + f"; fp32-fp16/fp32 {ms['fp32-fp16'] / ms['fp32']:.2f}, "
-            + f"with vload_half {ms['fp32-fp16 vload_half'] / ms['fp32']:.2f}; fp16/fp32 {ms['fp16'] / ms['fp32']:.2f}",
+            f"{path.split('/')[-1]}: " + ", ".join(f"{k} {v:.2f} ms ({v / ms['fp32']:.2f})" for k, v in ms.items()),
             flush=True,
         )
 

@@ -13,6 +13,7 @@ import pytest
 from helpers import needs_opencl, opencl_device
 
 from gpulint.executor import opcodes, program
+from gpulint.executor.device import host_converts_half
 from gpulint.model import schema
 
 VARIANTS = list(itertools.product([False, True], repeat=3))  # half, fp16 extension, epilogue loop
@@ -153,17 +154,30 @@ def floats_with_edges(n: int = 1 << 16) -> np.ndarray:
     return floats
 
 
+# How half storage converts: a CPU device's integer arithmetic, its F16C instructions (where the
+# host has them: Device.converts_half), a GPU's vload_half/vstore_half.
+CONVERSIONS = pytest.mark.parametrize(
+    ("looped", "f16c"), [(False, False), (False, True), (True, False)], ids=["cpu-integer", "cpu-f16c", "gpu"]
+)
+
+
+def skip_without_f16c(f16c: bool) -> None:
+    if f16c and not host_converts_half():
+        pytest.skip("this CPU has no half conversion instructions (F16C)")
+
+
 @needs_opencl()
-@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
-def test_half_storage_converts_exactly(looped: bool) -> None:
-    """Half storage's loads and stores, as a CPU device (integer conversions) and a GPU
+@CONVERSIONS
+def test_half_storage_converts_exactly(looped: bool, f16c: bool) -> None:
+    """Half storage's loads and stores, as a CPU device (integer conversions or F16C) and a GPU
     (vload_half) compile them: every half to float exactly, and floats to half rounding to
     nearest even, overflow to Inf, subnormals kept, as numpy converts."""
     import pyopencl as cl
 
+    skip_without_f16c(f16c)
     device, _ = opencl_device()
     assert device is not None
-    common, _ = program.kernel_parts(True, False, looped)
+    common, _ = program.kernel_parts(True, False, looped, False, f16c)
     built = cl.Program(device.context, common + HALF_IO).build(program.BUILD_OPTIONS)
     n = 1 << 16
     halves = np.arange(n, dtype=np.uint16).view(np.float16)
@@ -195,16 +209,17 @@ __kernel void nearest(__global const float* g, __global float* r1, __global floa
 
 
 @needs_opencl()
-@pytest.mark.parametrize("looped", [False, True], ids=["cpu-device", "gpu"])
-def test_rounding_to_half_is_numpys(looped: bool) -> None:
+@CONVERSIONS
+def test_rounding_to_half_is_numpys(looped: bool, f16c: bool) -> None:
     """F16's per-step rounding (nearest_half, behind the RH macros): a float to the nearest half
     and back, bit for bit as numpy's float32 -> float16 -> float32 (ties to even, overflow to
     Inf, subnormals kept, NaN stays NaN), scalar and vector."""
     import pyopencl as cl
 
+    skip_without_f16c(f16c)
     device, _ = opencl_device()
     assert device is not None
-    common, _ = program.kernel_parts(True, False, looped, True)
+    common, _ = program.kernel_parts(True, False, looped, True, f16c)
     built = cl.Program(device.context, common + NEAREST).build(program.BUILD_OPTIONS)
     # Every tie: the midpoint of each pair of adjacent finite halves, and the floats next to it.
     finite = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)

@@ -10,7 +10,9 @@ for the device is program.py's part.
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,27 @@ class Device:
     def fp16(self) -> bool:
         return "cl_khr_fp16" in self.device.extensions
 
+    @property
+    def converts_half(self) -> bool:
+        """A CPU device whose compiler turns half <-> float vector conversions into the CPU's own
+        instructions (F16C on x86, any 64-bit ARM) instead of library calls. PoCL compiles for the
+        host's CPU, so the host's flags are the device's."""
+        return self.cpu and host_converts_half()
+
     def describe(self) -> str:
         return f"{self.name} ({self.driver})"
+
+
+@cache
+def host_converts_half() -> bool:
+    machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return True
+    try:
+        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return False  # not Linux, or no flags: the integer conversions, which work everywhere
+    return "f16c" in flags.split()
 
 
 def opencl() -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulint.executor import layout, program
+from gpulint.executor import layout, program, warmup
 from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.precision import Precision
@@ -73,7 +73,9 @@ def new_launch(
 
 def bind_all(device: Device, mode: Precision, launches: list[Launch]) -> None:
     """Each launch's kernel, built with all the others the model needs at once (program.kernels),
-    with its arguments set."""
+    with its arguments set. On PoCL a larger model's kernels are compiled first, in two processes
+    at once (warmup.py)."""
+    warmup.compile_ahead(device, mode, launches)
     makers = program.kernels(device, mode, [(ln.kernel, ln.defines) for ln in launches])
     for ln in launches:
         ln.bound = makers[(ln.kernel, ln.defines)]()

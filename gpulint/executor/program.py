@@ -40,13 +40,18 @@ def kernel_files() -> list[str]:
 
 @cache
 def kernel_source(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
 ) -> str:
     """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
     lets any device read and write half buffers with vload_half/vstore_half, and the kernels
     compute in float. `half_math` (F16, precision.py): each arithmetic result rounded to half
     (the kernels' RH macros). `epilogue_loop`: fused conv kernels run their fused steps in one
-    loop after the stores instead of at each unrolled store (see conv.cl.j2)."""
+    loop after the stores instead of at each unrolled store (see conv.cl.j2). `f16c`: on a CPU
+    device, half vectors convert in the CPU's own instructions (Device.converts_half)."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
@@ -58,6 +63,7 @@ def kernel_source(
         fp16_extension=half and fp16_extension,
         epilogue_loop=epilogue_loop,
         integer_half=integer_half,
+        f16c=integer_half and f16c,
         half_math=half and half_math,
         opcodes=opcodes.defines(),
     )
@@ -81,11 +87,15 @@ _KERNEL = re.compile(r"^__kernel void (\w+)\(", re.MULTILINE)
 
 @cache
 def kernel_parts(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
 ) -> tuple[str, dict[str, str]]:
     """The source cut in two: everything that is not a kernel (prelude, helper functions,
     macros), and each kernel's own text by name."""
-    source = kernel_source(half, fp16_extension, epilogue_loop, half_math)
+    source = kernel_source(half, fp16_extension, epilogue_loop, half_math, f16c)
     spans = []
     for match in _KERNEL.finditer(source):
         end = source.index("\n}\n", match.start()) + 3
@@ -100,22 +110,26 @@ def kernel_parts(
 
 @cache
 def kernel_sources(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
 ) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel and that kernel. Built as
     one program, the 35 kernels of the time took PoCL 9.4 s to compile; a model uses a handful,
     and only those are built."""
-    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math)
+    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math, f16c)
     return {name: common + "\n" + body for name, body in bodies.items()}
 
 
-def one_program(common: str, bodies: dict[str, str], variants: list[tuple[str, str]]) -> str:
-    """One source holding every (kernel, defines) variant a model launches, the shared part
-    once: each variant's #defines (a fused conv's steps, an elementwise op) stand before its
-    kernel and are undone after it, and the kernel is renamed `name__i`. Macros expand where
-    they are used, so the shared FINISH/epilogue macros take each kernel's own values."""
+def one_program(common: str, bodies: dict[str, str], variants: list[tuple[int, tuple[str, str]]]) -> str:
+    """One source holding the (kernel, defines) variants given with their numbers, the shared
+    part once: each variant's #defines (a fused conv's steps, an elementwise op) stand before its
+    kernel and are undone after it, and the kernel is renamed `name__i`. Macros expand where they
+    are used, so the shared FINISH/epilogue macros take each kernel's own values."""
     parts = [common]
-    for i, (name, defines) in enumerate(variants):
+    for i, (name, defines) in variants:
         parts += [f"\n{defines}#define {name} {name}__{i}\n", bodies[name], f"\n#undef {name}\n"]
         parts += [f"#undef {macro}\n" for macro in _DEFINE.findall(defines)]
     return "".join(parts)
@@ -123,39 +137,70 @@ def one_program(common: str, bodies: dict[str, str], variants: list[tuple[str, s
 
 _DEFINE = re.compile(r"^#define (\w+)", re.MULTILINE)
 _PROGRAMS: dict[tuple[Any, ...], Any] = {}
+# From this many variants a model's PoCL program is cut in two, so that two processes can compile
+# it at a cold start (warmup.py); below it, one program (a second costs PoCL ~0.15 s of parsing
+# its OpenCL headers again). Two, not one per core: the cut decides the programs' sources and so
+# PoCL's cache keys, which must not depend on the machine a cache was made on.
+SPLIT_AT = 8
+
+
+def pocl_programs(device: Device, mode: Precision, variants: list[tuple[str, str]]) -> list[tuple[str, list[int]]]:
+    """The programs (source, the indices of `variants` it holds) that hold a model's sorted
+    variants on PoCL: one, or two of about equal compile work (its kernels' length as the
+    measure) from SPLIT_AT variants on. Variant i is the kernel `name__i` in its program."""
+    common, bodies = kernel_parts(*_flavour(device, mode))
+    if len(variants) < SPLIT_AT:
+        groups = [list(range(len(variants)))]
+    else:
+        groups, loads = [[], []], [0, 0]
+        weights = [len(bodies[name]) + len(defines) for name, defines in variants]
+        for i in sorted(range(len(variants)), key=lambda i: (-weights[i], i)):
+            lighter = loads.index(min(loads))
+            groups[lighter].append(i)
+            loads[lighter] += weights[i]
+    return [(one_program(common, bodies, [(i, variants[i]) for i in sorted(g)]), sorted(g)) for g in groups]
+
+
+def built_once(device: Device, source: str) -> Any:
+    """The program of `source` built for `device`, once per process."""
+    key = (id(device.context), source)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = _build(device, source)
+    return _PROGRAMS[key]
+
+
+def _flavour(device: Device, mode: Precision) -> tuple[bool, bool, bool, bool, bool]:
+    """kernel_source's arguments for `device` at `mode`."""
+    return mode.half_storage, device.fp16, epilogue_loop(device), mode.half_math, device.converts_half
 
 
 def kernels(
     device: Device, mode: Precision, wanted: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, str], Callable[[], Any]]:
     """For each (kernel, defines) a model launches, a maker of fresh cl.Kernels (one per launch,
-    each with its own arguments). On PoCL, which keeps its own cache, every variant is in one
-    program: PoCL parses the OpenCL headers and the shared helpers once per program, so
-    pose_detection's 18 variants build in 1.05 s against 3.55 s as 18 programs, and load from
-    PoCL's cache in 0.07 s against 0.58 s. Elsewhere a program per variant, each binary on disk,
-    so models that launch the same kernels share them."""
+    each with its own arguments). On PoCL, which keeps its own cache, the variants are in one
+    program (two for larger models, pocl_programs): PoCL parses the OpenCL headers and the shared
+    helpers once per program, so pose_detection's 18 variants build in 1.05 s against 3.55 s as
+    18 programs, and load from PoCL's cache in 0.07 s against 0.58 s. Elsewhere a program per
+    variant, each binary on disk, so models that launch the same kernels share them."""
     cl = opencl()
-    looped = epilogue_loop(device)
     variants = sorted(set(wanted))
-    half, half_math = mode.half_storage, mode.half_math
-    common, bodies = kernel_parts(half, device.fp16, looped, half_math)
+    _, bodies = kernel_parts(*_flavour(device, mode))
     for name, _ in variants:
         if name not in bodies:
             raise ExecutorError(f"no kernel named {name}")
     if not variants:
         return {}
-    if keeps_own_cache(device):
-        together = (id(device.context), mode, looped, tuple(variants))
-        if together not in _PROGRAMS:
-            _PROGRAMS[together] = _build(device, one_program(common, bodies, variants))
-        built = _PROGRAMS[together]
-        return {v: partial(cl.Kernel, built, f"{v[0]}__{i}") for i, v in enumerate(variants)}
     makers: dict[tuple[str, str], Callable[[], Any]] = {}
+    if keeps_own_cache(device):
+        for source, members in pocl_programs(device, mode, variants):
+            built = built_once(device, source)
+            for i in members:
+                makers[variants[i]] = partial(cl.Kernel, built, f"{variants[i][0]}__{i}")
+        return makers
     for name, defines in variants:
-        key = (id(device.context), mode, looped, name, defines)
-        if key not in _PROGRAMS:
-            _PROGRAMS[key] = _build(device, defines + kernel_sources(half, device.fp16, looped, half_math)[name])
-        makers[(name, defines)] = partial(cl.Kernel, _PROGRAMS[key], name)
+        built = built_once(device, defines + kernel_sources(*_flavour(device, mode))[name])
+        makers[(name, defines)] = partial(cl.Kernel, built, name)
     return makers
 
 
