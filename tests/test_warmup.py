@@ -112,15 +112,20 @@ def test_a_cold_start_compiles_every_kernel_before_the_first_run(tmp_path: Path)
 
 
 @pocl_with_two_cores()
-@pytest.mark.parametrize("failing", ["child", "parent"])
+@pytest.mark.parametrize("failing", ["child", "hung child", "parent"])
 def test_a_failed_warm_up_loses_nothing(failing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A child that dies, or a launch of this process's half that fails: no marker is left (the
-    next process tries again), and the executor still builds and runs right."""
+    """A child that dies or hangs (killed at the time limit), or a launch of this process's half
+    that fails: no marker is left (the next process tries again), and the executor still builds
+    and runs right."""
     monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))  # the marker's folder; PoCL keeps its own
     monkeypatch.setattr(program, "_PROGRAMS", {})
-    if failing == "child":
-        dead = [sys.executable, "-c", "raise SystemExit(3)"]
-        monkeypatch.setattr(warmup, "_spawn", lambda *a: subprocess.Popen(dead))
+    children: list[subprocess.Popen[bytes]] = []
+    if failing in ("child", "hung child"):
+        code = "raise SystemExit(3)" if failing == "child" else "import time; time.sleep(600)"
+        monkeypatch.setattr(warmup, "CHILD_TIMEOUT_S", 1)
+        monkeypatch.setattr(
+            warmup, "_spawn", lambda *a: children.append(subprocess.Popen([sys.executable, "-c", code])) or children[-1]
+        )
     else:
 
         def broken(*a: Any) -> None:
@@ -131,6 +136,7 @@ def test_a_failed_warm_up_loses_nothing(failing: str, tmp_path: Path, monkeypatc
     x = RNG.uniform(-1, 1, (1, 16, 16, 8)).astype(np.float32)
     (y,) = Executor(model, DEVICE).run([x])
     assert not (tmp_path / "gpulint-compiled").exists()
+    assert all(child.poll() is not None for child in children)  # none left running
     monkeypatch.setattr(program, "_PROGRAMS", {})
     monkeypatch.setattr(warmup, "compile_ahead", lambda *a: None)
     np.testing.assert_array_equal(y, Executor(model, DEVICE).run([x])[0])

@@ -47,19 +47,20 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any]) -> None:
     specs = [_specs(launches, {variants[i]: f"{variants[i][0]}__{i}" for i in members}) for _, members in programs]
     (own_source, _), (child_source, _) = programs
     child = _spawn(device, child_source, specs[1])
-    ok = True
+    ok = child is not None
     try:
-        run_specs(device.context, device.queue, program.built_once(device, own_source), specs[0])
-    except Exception:
-        ok = False  # the first run compiles it instead
-    if child is not None:
         try:
+            run_specs(device.context, device.queue, program.built_once(device, own_source), specs[0])
+        except Exception:
+            ok = False  # the first run compiles it instead
+        if child is not None:
             ok = child.wait(CHILD_TIMEOUT_S) == 0 and ok
-        except subprocess.TimeoutExpired:
-            child.kill()
-            ok = False
-    else:
+    except subprocess.TimeoutExpired:
         ok = False
+    finally:  # a hung child, or this process interrupted: the child goes too
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
     if ok:
         with contextlib.suppress(OSError):
             marker.parent.mkdir(parents=True, exist_ok=True)
