@@ -101,7 +101,7 @@ def test_codes_are_unique_per_kernel() -> None:
 
 HALF_IO = """
 __kernel void half_io(__global const FLT* h, __global float* f1, __global float* f4, __global float* f16,
-                      __global const float* g, __global FLT* o1, __global FLT* o4) {
+                      __global const float* g, __global FLT* o1, __global FLT* o4, __global float* f8) {
   int i = get_global_id(0);
   f1[i] = LOAD1(i, h);
   STORE1(g[i], i, o1);
@@ -110,6 +110,7 @@ __kernel void half_io(__global const FLT* h, __global float* f1, __global float*
     STORE4(vload4(i / 4, g), i / 4, o4);
   }
   if (i % 16 == 0) vstore16(LOAD16(i / 16, h), i / 16, f16);
+  if (i % 8 == 0) vstore8(LOAD8(i / 8, h), i / 8, f8);
 }
 """
 
@@ -187,14 +188,16 @@ def test_half_storage_converts_exactly(looped: bool, f16c: bool) -> None:
     mf = cl.mem_flags
     h_buf = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=halves)
     g_buf = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=floats)
+    # LOAD1, LOAD4, LOAD16 (f1, f4, f16), STORE1, STORE4 (o1, o4), LOAD8 (f8)
     outs = [np.empty(n, np.float32) for _ in range(3)] + [np.empty(n, np.float16) for _ in range(2)]
+    outs.append(np.empty(n, np.float32))
     bufs = [cl.Buffer(device.context, mf.WRITE_ONLY, o.nbytes) for o in outs]
     built.half_io(device.queue, (n,), None, h_buf, *bufs[:3], g_buf, *bufs[3:])
     for o, b in zip(outs, bufs, strict=True):
         cl.enqueue_copy(device.queue, o, b)
-    for got in outs[:3]:
+    for got in [*outs[:3], outs[5]]:
         _same_halves(got, halves.astype(np.float32))
-    for got in outs[3:]:
+    for got in outs[3:5]:
         _same_halves(got, want_halves)
 
 
