@@ -7,6 +7,8 @@ policy is calibrated on (its docstring), and README's F16 table.
     .venv/bin/python bench/f16_errors.py --out /tmp/f16 --summary                    # calibration
     .venv/bin/python bench/f16_errors.py --ops /tmp/f16ops MODEL.tflite|FOLDER [...]  # per op, then
     .venv/bin/python bench/f16_errors.py --ops /tmp/f16ops --summary                 # their calibration
+    .venv/bin/python bench/f16_errors.py --out /tmp/f16 --again fp32-fp16 MODEL.tflite|FOLDER [...]
+                                   # after a kernel change: that precision measured again, the rest kept
 
 Per model, distribution (uniform, normal) and precision: one `verify` of --runs seeds (the same
 inputs at every precision), with the executor comparison's arrays captured on their way into
@@ -92,7 +94,7 @@ def output_numbers(refs: list[np.ndarray], gots: list[np.ndarray], noise: Any, s
     return out
 
 
-def measure(path: Path, device: Any, runs: int) -> dict[str, Any]:
+def measure(path: Path, device: Any, runs: int, precisions: tuple[str, ...] = PRECISIONS) -> dict[str, Any]:
     model = read(path)
     captured: list[dict[str, Any]] = []
     real = compare.judge
@@ -108,7 +110,7 @@ def measure(path: Path, device: Any, runs: int) -> dict[str, Any]:
     compare.judge = capture  # type: ignore[assignment]
     try:
         for dist in DISTRIBUTIONS:
-            for precision in PRECISIONS:
+            for precision in precisions:
                 captured.clear()
                 clock = time.perf_counter()
                 result = verify(Request(path, runs=runs, distribution=dist, precision=precision), model, model, device)
@@ -135,7 +137,7 @@ def measure(path: Path, device: Any, runs: int) -> dict[str, Any]:
     return {"model": path.stem, "path": str(path), "runs": runs, "rows": rows}
 
 
-def measure_ops(path: Path, device: Any, runs: int) -> dict[str, Any]:
+def measure_ops(path: Path, device: Any, runs: int, precisions: tuple[str, ...] = PRECISIONS) -> dict[str, Any]:
     from gpulint.verify import half
     from gpulint.verify.intermediates import executor_tensors
 
@@ -147,7 +149,7 @@ def measure_ops(path: Path, device: Any, runs: int) -> dict[str, Any]:
         for seed in range(runs):
             feed = reference.random_inputs(model, seed, dist)
             cpu = reference.run_all_tensors(path, feed)
-            for precision in PRECISIONS[1:]:
+            for precision in (p for p in precisions if p != "fp32"):
                 ops = half.op_errors(
                     model, cpu, executor_tensors(model, device, Request(path, precision=precision), feed)
                 )
@@ -212,6 +214,10 @@ def models(items: list[str]) -> list[Path]:
     return found
 
 
+def _row_order(row: dict[str, Any]) -> tuple[int, int, int]:
+    return DISTRIBUTIONS.index(row["distribution"]), row.get("seed", 0), PRECISIONS.index(row["precision"])
+
+
 def load(out: Path) -> list[dict[str, Any]]:
     data = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     for m in data:
@@ -228,7 +234,7 @@ def table(data: list[dict[str, Any]]) -> None:
     """Per model and output, uniform and normal inputs together, the worst at each precision: max
     abs error and max rel (where |ref| is above 1/1000 of the output's range); in half precision
     also the noise multiple the output needs with rtol 2^-9 and floor 2^-10 (0: within those
-    alone), against compare.py's 2^14 (fp32-fp16) and 2^15 (fp16). Quantized outputs: steps."""
+    alone), against compare.py's 2^15 (both). Quantized outputs: steps."""
     head = ["model", "output", "F32 max abs", "F32_F16 max abs / rel (x noise)", "F16 max abs / rel (x noise)"]
     print("| " + " | ".join([*head, "F16 / F32_F16"]) + " |")
     print("|---|---|---:|---:|---:|---:|")
@@ -294,6 +300,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="seeds per verify")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument(
+        "--again", action="append", choices=PRECISIONS, help="measure this precision again in the files there"
+    )
     args = ap.parse_args()
     if (args.out is None) == (args.ops is None):
         ap.error("give --out or --ops")
@@ -311,13 +320,18 @@ def main() -> None:
     device = select_device()
     for path in models(args.paths):
         dst = folder / f"{path.parent.name}__{path.stem}.json"
-        if dst.exists():
+        old = json.loads(dst.read_text()) if dst.exists() else None
+        if old is not None and (not args.again or "error" in old):
             continue
+        precisions = tuple(args.again) if old is not None else PRECISIONS
         clock = time.perf_counter()
         try:
-            data = (measure_ops if args.ops else measure)(path, device, args.runs)
+            data = (measure_ops if args.ops else measure)(path, device, args.runs, precisions)
         except Exception as e:  # one model's error is a row, not the end of the run
             data = {"model": path.stem, "path": str(path), "error": f"{type(e).__name__}: {e}", "rows": []}
+        if old is not None and "error" not in data:  # the other precisions' rows kept, in their order
+            kept = [r for r in old["rows"] if r["precision"] not in precisions]
+            data["rows"] = sorted(kept + data["rows"], key=_row_order)
         data["seconds"] = round(time.perf_counter() - clock, 1)
         dst.write_text(json.dumps(data, indent=1, default=str))
         print(f"{path}: {data['seconds']} s", file=sys.stderr, flush=True)
