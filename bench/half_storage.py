@@ -4,11 +4,13 @@ converting half storage (prelude.cl.j2) cost against each other, in one process.
     .venv/bin/python bench/half_storage.py MODEL.tflite [...]
 
 Per model, executors built side by side and timed alternately, 15 rounds, medians: fp32;
-fp32-fp16 (half storage, float arithmetic) as shipped (F16C where the CPU has it), with the
-integer conversions, and with vload_half/vstore_half put back into the kernel source; fp16 (half
-storage and arithmetic, as phones run it) as shipped and with the integer conversions and
-rounding. The fp32-fp16 outputs must be identical, and so must the fp16 ones: every conversion
-is exact. On a GPU, which keeps vload_half, the fp32-fp16 columns are the same code.
+fp32-fp16 (F32_F16: half storage and arithmetic, float sums in convs) as shipped (F16C where the
+CPU has it), with the integer conversions, and with vload_half/vstore_half put back into the
+kernel source; fp32-fp16 with its arithmetic in float ("storage only": what the emulation of its
+half arithmetic costs); fp16 (F16, half sums too, as most phones run it) as shipped and with the
+integer conversions and rounding. The fp32-fp16 outputs must be identical but for storage only's,
+and so must the fp16 ones: every conversion is exact. On a GPU, which keeps vload_half, the
+conversion columns are the same code.
 """
 
 from __future__ import annotations
@@ -35,15 +37,36 @@ Source = Callable[..., str]
 
 
 def integer(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False, f16c: bool = False
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
+    half_accum: bool = False,
 ) -> str:
-    return SHIPPED(half, fp16_extension, epilogue_loop, half_math, False)
+    return SHIPPED(half, fp16_extension, epilogue_loop, half_math, False, half_accum)
+
+
+def storage_only(
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
+    half_accum: bool = False,
+) -> str:
+    return SHIPPED(half, fp16_extension, epilogue_loop, False, f16c, False)
 
 
 def with_vload_half(
-    half: bool, fp16_extension: bool = False, epilogue_loop: bool = False, half_math: bool = False, f16c: bool = False
+    half: bool,
+    fp16_extension: bool = False,
+    epilogue_loop: bool = False,
+    half_math: bool = False,
+    f16c: bool = False,
+    half_accum: bool = False,
 ) -> str:
-    source = integer(half, fp16_extension, epilogue_loop, half_math)
+    source = integer(half, fp16_extension, epilogue_loop, half_math, f16c, half_accum)
     if half and "#define LOAD4(i, p) half_to_float4" in source:  # a CPU device's integer conversions
         start = source.index("#define LOAD4(i, p) half_to_float4")
         end = source.index("\n", source.index("#define STORE1(v, i, p)")) + 1
@@ -68,6 +91,7 @@ def main() -> None:
             "fp32-fp16": build(model, "fp32-fp16", SHIPPED),
             "fp32-fp16 integer": build(model, "fp32-fp16", integer),
             "fp32-fp16 vload_half": build(model, "fp32-fp16", with_vload_half),
+            "fp32-fp16 storage only": build(model, "fp32-fp16", storage_only),
             "fp16": build(model, "fp16", SHIPPED),
             "fp16 integer": build(model, "fp16", integer),
         }

@@ -207,7 +207,7 @@ def test_no_compiler_warning_at_fp16(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_precisions_are_named_as_the_delegate_names_them() -> None:
     """Issue 18: fp32, fp16 (F16: half storage and arithmetic, what phones run) and fp32-fp16
-    (F32_F16: half storage, float arithmetic), on every command that takes --precision."""
+    (F32_F16: half arithmetic, float sums in convs), on every command that takes --precision."""
     for command in ("verify", "bench"):
         r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"})
         assert r.exit_code == 0

@@ -787,17 +787,23 @@ def test_a_zero_pad_merges_into_the_conv_that_reads_it(case: str) -> None:
 
 
 @pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
-@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
 @pytest.mark.parametrize("case", list(_fusion_cases()))
 def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(
     case: str, precision: str, looped: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both forms of fused kernel on this device: steps at each store (CPU devices) and in a
-    loop after the stores (GPUs)."""
+    loop after the stores (GPUs). fp32 against the CPU; in half, where every step ends in a half
+    fused or not (the delegate's FLT4), the fused kernels' output is the unfused ops' bit for bit."""
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
     build, launches = _fusion_cases()[case]
     model = single(lambda g: build(g, g.input("x", [1, 6, 7, 5])))
-    assert_matches(model, precision=precision)
+    if precision == "fp32":
+        assert_matches(model, precision=precision)
+    else:
+        x = RNG.uniform(-2, 2, [1, 6, 7, 5]).astype(np.float32)
+        fused = Executor(model, DEVICE, precision).run([x])[0]
+        np.testing.assert_array_equal(fused, Executor(model, DEVICE, precision, keep_intermediates=True).run([x])[0])
     assert [ln.op for ln in Executor(model, DEVICE).launches] == launches
     # keep_intermediates (bisect) needs every tensor: one launch per op, in the file's order
     unfused = [ln.op for ln in Executor(model, DEVICE, keep_intermediates=True).launches]

@@ -1,12 +1,15 @@
-"""F16 (`Executor(..., "fp16")`) against a numpy reference that rounds every step as the
-delegate's F16 kernels do (README "Precision"): the executor's F16 is an emulation, and this is
-what holds it to its definition.
+"""The executor's half arithmetic against a numpy reference that rounds every step as the
+delegate's kernels do (README "Precision"): F16 (`"fp16"`) and F32_F16 (`"fp32-fp16"`) are
+emulations, and this is what holds them to their definitions.
 
 The reference computes each step in float32 on half operands and rounds the result to half
 (numpy's float32 -> float16 conversion: nearest, ties to even, overflow to Inf), in the order
-the kernels take: conv-family sums from zero, one rounding per multiply-add (a depthwise
-product is rounded first, as DepthwiseConv's `r += TO_ACCUM_TYPE(src * weight)`), input
-channels innermost, the bias added to the half sum at the end. A half times a half is exact in
+the kernels take. Conv-family sums run from zero, kernel rows, columns, then input channels; the
+bias is added to the sum made a half at the end. At F16 the sum is a half, one rounding per
+multiply-add (a depthwise product rounded first, as DepthwiseConv's `r += TO_ACCUM_TYPE(src *
+weight)`); at F32_F16 the sum is float, and what is added to it a half: an input slice's four
+products summed in half (ConvGeneric's `r += TO_ACCUM_TYPE(s.x * f0 + ... + s.w * f3)`), a
+depthwise product. Elementwise steps are halves at both. A half times a half is exact in
 float32, so each step matches the kernel's bit for bit: sums and elementwise arithmetic are
 asserted bit-exact. Functions (exp, tanh, ...) are float32 on the device and in numpy, which
 may differ in the last float bit: within one half ULP. Ops whose sums the delegate keeps in
@@ -56,8 +59,11 @@ def single(build: Callable[[SubgraphBuilder], int]) -> Model:
     return mb.build()
 
 
-def run_f16(model: Model, inputs: list[np.ndarray]) -> np.ndarray:
-    return Executor(model, DEVICE, "fp16").run(inputs)[0]
+HALF_MODES = ["fp16", "fp32-fp16"]  # F16, F32_F16
+
+
+def run(model: Model, inputs: list[np.ndarray], mode: str = "fp16") -> np.ndarray:
+    return Executor(model, DEVICE, mode).run(inputs)[0]
 
 
 def assert_exact(got: np.ndarray, want: np.ndarray) -> None:
@@ -104,39 +110,61 @@ ACTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def conv_f16(
-    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, dilation: int, padding: str, act: str
+def slice_sums(products: list[np.ndarray], start: np.ndarray, mode: str) -> np.ndarray:
+    """start plus the products, in order, as a conv-family kernel sums them:
+    F16 one half rounding per multiply-add; F32_F16 each input slice's (4 in a row) products
+    summed in half, that added to a float sum."""
+    acc = start
+    for s0 in range(0, len(products), 4):
+        if mode == "fp16":
+            for p in products[s0 : s0 + 4]:
+                acc = h(acc + p)
+        else:
+            part = h(products[s0])
+            for p in products[s0 + 1 : s0 + 4]:
+                part = h(part + p)
+            acc = (acc + part).astype(np.float32)
+    return acc
+
+
+def biased(acc: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The sum made a half, plus the bias, in half (`TO_FLT4(r) + bias_val`)."""
+    return h(h(acc) + bias)
+
+
+def conv_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, dilation: int, padding: str, act: str, mode: str
 ) -> np.ndarray:
-    """CONV_2D at F16: w [O, k, k, I]."""
+    """CONV_2D: w [O, k, k, I]."""
     x, w, b = h(x), h(w), h(b)
     k = w.shape[1]
     t, oh, ow = taps(x, k, stride, dilation, padding)
     acc = np.zeros((x.shape[0], oh, ow, w.shape[0]), np.float32)
-    for ky, kx, ci in itertools.product(range(k), range(k), range(x.shape[3])):
-        acc = h(acc + t[ky, kx][..., ci : ci + 1] * w[:, ky, kx, ci])
-    return ACTS[act](h(acc + b))
+    for ky, kx in itertools.product(range(k), range(k)):
+        acc = slice_sums([t[ky, kx][..., ci : ci + 1] * w[:, ky, kx, ci] for ci in range(x.shape[3])], acc, mode)
+    return ACTS[act](biased(acc, b))
 
 
-def depthwise_f16(
-    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, dilation: int, padding: str, act: str
+def depthwise_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, dilation: int, padding: str, act: str, mode: str
 ) -> np.ndarray:
-    """DEPTHWISE_CONV_2D at F16: w [1, k, k, C * multiplier]; output channel o reads input o // multiplier."""
+    """DEPTHWISE_CONV_2D: w [1, k, k, C * multiplier]; output channel o reads input o // multiplier."""
     x, w, b = h(np.repeat(x, w.shape[3] // x.shape[3], axis=3)), h(w), h(b)
     k = w.shape[1]
     t, oh, ow = taps(x, k, stride, dilation, padding)
     acc = np.zeros((x.shape[0], oh, ow, x.shape[3]), np.float32)
     for ky, kx in itertools.product(range(k), range(k)):
-        acc = h(acc + h(t[ky, kx] * w[0, ky, kx]))
-    return ACTS[act](h(acc + b))
+        product = h(t[ky, kx] * w[0, ky, kx])
+        acc = h(acc + product) if mode == "fp16" else (acc + product).astype(np.float32)
+    return ACTS[act](biased(acc, b))
 
 
-def matmul_f16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a [.., M, K] x b [.., K, N], the sum over k in order (FULLY_CONNECTED, BATCH_MATMUL)."""
+def matmul_ref(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+    """a [.., M, K] x b [.., K, N], the sum over k in order (FULLY_CONNECTED, BATCH_MATMUL),
+    before the bias."""
     a, b = h(a), h(b)
     acc = np.zeros(np.broadcast_shapes((*a.shape[:-1], 1), (*b.shape[:-2], 1, b.shape[-1])), np.float32)
-    for k in range(a.shape[-1]):
-        acc = h(acc + a[..., k : k + 1] * b[..., k : k + 1, :])
-    return acc
+    return slice_sums([a[..., k : k + 1] * b[..., k : k + 1, :] for k in range(a.shape[-1])], acc, mode)
 
 
 def conv_model(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str) -> tuple[Model, list]:
@@ -162,15 +190,17 @@ CONV_GRID = [
 ]
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize(("cin", "cout", "k", "stride", "dilation", "padding", "act"), CONV_GRID[::5])
-def test_conv2d(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str) -> None:
+def test_conv2d(cin: int, cout: int, k: int, stride: int, dilation: int, padding: str, act: str, mode: str) -> None:
     model, (wt, bias) = conv_model(cin, cout, k, stride, dilation, padding, act)
     x = randn(1, 9, 9, cin, scale=2)
-    assert_exact(run_f16(model, [x]), conv_f16(x, wt, bias, stride, dilation, padding, act))
+    assert_exact(run(model, [x], mode), conv_ref(x, wt, bias, stride, dilation, padding, act, mode))
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize("cout", [4, 8, 16])
-def test_conv2d_on_a_wide_plane_of_1x1(cout: int) -> None:
+def test_conv2d_on_a_wide_plane_of_1x1(cout: int, mode: str) -> None:
     """conv1x1's 8-position blocks, one, two and four output slices per item."""
     wt, bias = randn(cout, 1, 1, 24), randn(cout)
 
@@ -180,9 +210,9 @@ def test_conv2d_on_a_wide_plane_of_1x1(cout: int) -> None:
         return g.op("CONV_2D", [x, g.const("w", wt), g.const("b", bias)], [1, 6, 11, cout], options=options)
 
     x = randn(1, 6, 11, 24, scale=3)
-    ex = Executor(single(build), DEVICE, "fp16")
+    ex = Executor(single(build), DEVICE, mode)
     assert [ln.kernel.split("_")[0] for ln in ex.launches] == ["conv1x1"]
-    assert_exact(ex.run([x])[0], conv_f16(x, wt, bias, 1, 1, "VALID", "NONE"))
+    assert_exact(ex.run([x])[0], conv_ref(x, wt, bias, 1, 1, "VALID", "NONE", mode))
 
 
 @pytest.mark.parametrize(
@@ -196,7 +226,10 @@ def test_conv2d_on_a_wide_plane_of_1x1(cout: int) -> None:
         (3, 3, 2, "SAME", 13, 1, 2),
     ],
 )
-def test_depthwise_conv2d(c: int, k: int, stride: int, padding: str, width: int, dilation: int, m: int) -> None:
+@pytest.mark.parametrize("mode", HALF_MODES)
+def test_depthwise_conv2d(
+    c: int, k: int, stride: int, padding: str, width: int, dilation: int, m: int, mode: str
+) -> None:
     """The blocked kernels (3x3 and 5x5 windows, strides 1 and 2, two rows per item at stride 1,
     any window), and the one for a multiplier `m` above 1."""
     height = width - 4
@@ -213,11 +246,12 @@ def test_depthwise_conv2d(c: int, k: int, stride: int, padding: str, width: int,
         return g.op("DEPTHWISE_CONV_2D", [x, g.const("w", wt), g.const("b", bias)], [1, oh, ow, c * m], options=options)
 
     x = randn(1, height, width, c, scale=2)
-    assert_exact(run_f16(single(build), [x]), depthwise_f16(x, wt, bias, stride, dilation, padding, "RELU"))
+    assert_exact(run(single(build), [x], mode), depthwise_ref(x, wt, bias, stride, dilation, padding, "RELU", mode))
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize(("rows", "inputs", "outputs"), [(1, 7, 5), (3, 64, 10), (2, 300, 9)])
-def test_fully_connected(rows: int, inputs: int, outputs: int) -> None:
+def test_fully_connected(rows: int, inputs: int, outputs: int, mode: str) -> None:
     """A long sum in half: 300 products (its error grows with the length, which F16 must show)."""
     wt, bias = randn(outputs, inputs), randn(outputs)
 
@@ -226,39 +260,47 @@ def test_fully_connected(rows: int, inputs: int, outputs: int) -> None:
         return g.op("FULLY_CONNECTED", [x, g.const("w", wt), g.const("b", bias)], [rows, outputs])
 
     x = randn(rows, inputs)
-    assert_exact(run_f16(single(build), [x]), h(matmul_f16(x, wt.T) + h(bias)))
+    assert_exact(run(single(build), [x], mode), biased(matmul_ref(x, wt.T, mode), h(bias)))
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize(
-    ("a_shape", "b_shape", "adj_y", "out"),
+    ("a_shape", "b_shape", "adj_x", "adj_y", "out"),
     [
-        ([2, 5, 7], [2, 7, 6], False, [2, 5, 6]),
-        ([1, 5, 9], [1, 6, 9], True, [1, 5, 6]),
-        ([5, 13], [13, 6], False, [5, 6]),
+        ([2, 5, 7], [2, 7, 6], False, False, [2, 5, 6]),
+        ([1, 5, 9], [1, 6, 9], False, True, [1, 5, 6]),
+        ([5, 13], [13, 6], False, False, [5, 6]),
+        ([1, 10, 5], [1, 10, 6], True, False, [1, 5, 6]),
     ],
 )
-def test_batch_matmul(a_shape: list[int], b_shape: list[int], adj_y: bool, out: list[int]) -> None:
-    """With adj_y B's rows run along K as A's do: a sum per lane (k mod 4), then the four lanes'
-    sums added in order, each step a half (kernels/matmul.cl)."""
+def test_batch_matmul(
+    a_shape: list[int], b_shape: list[int], adj_x: bool, adj_y: bool, out: list[int], mode: str
+) -> None:
+    """F16 with adj_y: B's rows run along K as A's do, a sum per lane (k mod 4), then the four
+    lanes' sums added in order, each step a half (kernels/matmul.cl). F32_F16 as ConvGeneric,
+    which the delegate runs it on: four k's products in half, then the float sum."""
 
     def build(g: SubgraphBuilder) -> int:
-        return g.op("BATCH_MATMUL", [g.input("a", a_shape), g.input("b", b_shape)], out, options=dict(adj_y=adj_y))
+        a, b = g.input("a", a_shape), g.input("b", b_shape)
+        return g.op("BATCH_MATMUL", [a, b], out, options=dict(adj_x=adj_x, adj_y=adj_y))
 
     a, b = randn(*a_shape), randn(*b_shape)
-    if not adj_y:
-        want = matmul_f16(a, b)
-    else:
-        bt = np.swapaxes(b, -1, -2)
-        k = a.shape[-1]
-        lanes = [matmul_f16(a[..., j::4], bt[..., j::4, :]) if j < k else 0 for j in range(4)]
+    am = np.swapaxes(a, -1, -2) if adj_x else a
+    bm = np.swapaxes(b, -1, -2) if adj_y else b
+    if mode == "fp16" and adj_y:
+        k = am.shape[-1]
+        lanes = [matmul_ref(am[..., j::4], bm[..., j::4, :], mode) if j < k else 0 for j in range(4)]
         want = h(h(h(lanes[0] + lanes[1]) + lanes[2]) + lanes[3])
-    assert_exact(run_f16(single(build), [a, b]), want)
+    else:
+        want = h(matmul_ref(am, bm, mode))
+    assert_exact(run(single(build), [a, b], mode), want)
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize(
     ("cin", "cout", "k", "stride", "padding"), [(3, 5, 3, 2, "SAME"), (8, 4, 4, 2, "VALID"), (5, 2, 3, 1, "SAME")]
 )
-def test_transpose_conv(cin: int, cout: int, k: int, stride: int, padding: str) -> None:
+def test_transpose_conv(cin: int, cout: int, k: int, stride: int, padding: str, mode: str) -> None:
     """Output (y, x) sums its kernel rows and columns in order (ky, kx ascending), input
     channels innermost."""
     hh, ww = 4, 5
@@ -285,10 +327,10 @@ def test_transpose_conv(cin: int, cout: int, k: int, stride: int, padding: str) 
             iy, ix = y + pad_y - ky, xo + pad_x - kx
             if iy % stride or ix % stride or not (0 <= iy // stride < hh and 0 <= ix // stride < ww):
                 continue
-            for ci in range(cin):
-                acc = h(acc + xh[0, iy // stride, ix // stride, ci] * wh[:, ky, kx, ci])
-        want[0, y, xo] = acc
-    assert_exact(run_f16(single(build), [x]), want)
+            pixel = xh[0, iy // stride, ix // stride]
+            acc = slice_sums([pixel[ci] * wh[:, ky, kx, ci] for ci in range(cin)], acc, mode)
+        want[0, y, xo] = h(acc)
+    assert_exact(run(single(build), [x], mode), want)
 
 
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -301,12 +343,14 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize("op", list(BINARY))
-def test_binary(op: str) -> None:
-    """Operands near 300: squares pass 65504 (Inf), as F16 gives them."""
+def test_binary(op: str, mode: str) -> None:
+    """Operands near 300: squares pass 65504 (Inf), as half arithmetic gives them (F16 and
+    F32_F16 alike: elementwise code runs on FLT4)."""
     shape = [1, 4, 5, 6]
     a, b = randn(*shape, scale=300), randn(*shape, scale=300)
-    got = run_f16(single(lambda g: g.op(op, [g.input("a", shape), g.input("b", shape)], shape)), [a, b])
+    got = run(single(lambda g: g.op(op, [g.input("a", shape), g.input("b", shape)], shape)), [a, b], mode)
     want = BINARY[op](h(a), h(b))
     assert_exact(got, want)
     if op == "SQUARED_DIFFERENCE":
@@ -324,16 +368,18 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {  # referen
 }
 
 
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize("op", list(UNARY))
-def test_unary(op: str) -> None:
+def test_unary(op: str, mode: str) -> None:
     shape = [1, 3, 4, 6]
     x = h(randn(*shape, scale=3))
     reference, exact = UNARY[op]
-    got = run_f16(single(lambda g: g.op(op, [g.input("x", shape)], shape)), [x])
+    got = run(single(lambda g: g.op(op, [g.input("x", shape)], shape)), [x], mode)
     (assert_exact if exact else assert_within_one_ulp)(got, reference(x))
 
 
-def test_a_fused_add_rounds_the_conv_then_the_sum() -> None:
+@pytest.mark.parametrize("mode", HALF_MODES)
+def test_a_fused_add_rounds_the_conv_then_the_sum(mode: str) -> None:
     """CONV_2D -> ADD run as one kernel (the ADD in the conv's epilogue) round as two ops."""
     wt, bias = randn(8, 3, 3, 5), randn(8)
 
@@ -348,10 +394,10 @@ def test_a_fused_add_rounds_the_conv_then_the_sum() -> None:
         return g.op("ADD", [conv, other], [1, 7, 7, 8])
 
     model = single(build)
-    ex = Executor(model, DEVICE, "fp16")
+    ex = Executor(model, DEVICE, mode)
     assert len(ex.launches) == 1, [ln.kernel for ln in ex.launches]  # fused: the case this test is about
     x, other = randn(1, 7, 7, 5, scale=2), randn(1, 7, 7, 8)
-    want = h(conv_f16(x, wt, bias, 1, 1, "SAME", "NONE") + h(other))
+    want = h(conv_ref(x, wt, bias, 1, 1, "SAME", "NONE", mode) + h(other))
     assert_exact(ex.run([x, other])[0], want)
 
 
@@ -369,7 +415,10 @@ def test_a_fused_add_rounds_the_conv_then_the_sum() -> None:
         ),
     ],
 )
-def test_float_sums_round_once(op: str, shape: list[int], reference: Callable[[np.ndarray], np.ndarray]) -> None:
+@pytest.mark.parametrize("mode", HALF_MODES)
+def test_float_sums_round_once(
+    op: str, shape: list[int], reference: Callable[[np.ndarray], np.ndarray], mode: str
+) -> None:
     """The delegate keeps these sums in float at F16 too: the result is the exact one, rounded once."""
     x = h(randn(*shape, scale=4))
 
@@ -381,12 +430,13 @@ def test_float_sums_round_once(op: str, shape: list[int], reference: Callable[[n
         out = [d if i not in axes else 1 for i, d in enumerate(shape)]
         return g.op(op, [src, g.const("axes", np.array(axes, np.int32))], out, options=dict(keep_dims=True))
 
-    assert_within_one_ulp(run_f16(single(build), [x]), h(reference(x.astype(np.float64))))
+    assert_within_one_ulp(run(single(build), [x], mode), h(reference(x.astype(np.float64))))
 
 
-def test_fp32_fp16_keeps_float_sums() -> None:
-    """fp32-fp16 (F32_F16) stores in half and sums in float: a 300-long FULLY_CONNECTED is one
-    rounding from the exact result there, and F16's half sum is further."""
+def test_fp32_fp16_sums_in_float() -> None:
+    """F32_F16 (fp32-fp16) sums in float what it sums in half four products at a time; F16's
+    sum is a half: a 300-long FULLY_CONNECTED is further from the exact result there, and the
+    float sum's rounding is not what F32_F16 differs from the exact result by."""
     wt, x = randn(4, 300), randn(2, 300)
 
     def build(g: SubgraphBuilder) -> int:
@@ -396,7 +446,8 @@ def test_fp32_fp16_keeps_float_sums() -> None:
 
     model = single(build)
     exact = h(x).astype(np.float64) @ h(wt).T.astype(np.float64)
-    mixed = Executor(model, DEVICE, "fp32-fp16").run([x])[0]
-    assert_within_one_ulp(mixed, h(exact))
-    f16 = run_f16(model, [x])
+    mixed = run(model, [x], "fp32-fp16")
+    assert_exact(mixed, h(matmul_ref(x, wt.T, "fp32-fp16")))
+    assert float(half_ulps(mixed, h(exact)).max()) > 0  # the half partial sums show
+    f16 = run(model, [x])
     assert float(np.abs(f16 - exact).max()) > 2 * float(np.abs(mixed - exact).max())

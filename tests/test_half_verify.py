@@ -1,5 +1,5 @@
 """Issue 18, verify side: `verify --precision fp16` (F16: half storage and half arithmetic, what
-phones run) against fp32-fp16 (F32_F16: half storage, float arithmetic) on built models, the first
+phones run) against fp32-fp16 (F32_F16: half arithmetic, float accumulators) on built models, the first
 op where the half path overflowed or lost its precision named from the intermediates, and the
 check rules GPU701-703's patterns run on the executor: each breaks at fp16, not at fp32."""
 
@@ -23,19 +23,19 @@ runner = CliRunner()
 needs_device = needs_opencl()
 
 
-def dot_model(scale: float, weight: float, alternate: bool) -> Model:
+def dot_model(scale: float, weight: float) -> Model:
     """x [1, 8] -> MUL by `scale` -> the result twice (CONCATENATION) -> FULLY_CONNECTED whose
-    rows are [w, -w], w = +-`weight` (`alternate`: random signs), bias 0.5: a dot product of large
-    values that cancels to its bias. On inputs that are multiples of 1/64 every product and sum is
-    exact in float, and every stored value exact in half: fp32 and fp32-fp16 give 0.5 exactly; at
-    fp16 the sum runs in half."""
-    rng = np.random.default_rng(3)
+    rows are [w, -w], w = `weight`, bias 0.5: a dot product of large values that cancels to its
+    bias. On inputs that are multiples of 1/64 every product and sum is exact in float, and every
+    stored value exact in half: fp32 gives 0.5 exactly. fp32-fp16 does too: its four-product
+    partial sums are halves, but those of -w are the negatives of those of w (rounding to nearest
+    is symmetric), and the float sum cancels them exactly. At fp16 the whole sum runs in half."""
     mb = ModelBuilder()
     g = mb.subgraph("main")
     x = g.input("x", [1, 8])
     y = g.op("MUL", [x, g.const("scale", np.array([scale], np.float32))], [1, 8], out_name="scaled")
     z = g.op("CONCATENATION", [y, y], [1, 16], options=dict(axis=1), out_name="twice")
-    w = (np.sign(rng.standard_normal((4, 8))) if alternate else np.ones((4, 8))) * weight
+    w = np.full((4, 8), weight)
     wt = g.const("w", np.concatenate([w, -w], axis=1).astype(np.float32))
     b = g.const("b", np.full(4, 0.5, np.float32))
     opts = dict(fused_activation_function="NONE")
@@ -43,11 +43,12 @@ def dot_model(scale: float, weight: float, alternate: bool) -> Model:
     return mb.build()
 
 
-# Products up to 512 x 512 = 262144: beyond half's 65504 at the first multiply-add.
-OVERFLOW = dict(scale=512.0, weight=512.0, alternate=True)
+# Products 10,600 .. 12,600 (2 x 100 x 64 x the input), four of them below 65504 (F32_F16's
+# partial sums: 48,000 and 45,984), six past it: F16's half sum overflows at the sixth.
+OVERFLOW = dict(scale=128.0, weight=100.0)
 # Products below 64 x 61 = 3904 and partial sums up to 27,000, where one half step is 16: the
 # 8 products' sum loses its last bits and the cancellation leaves those, not 0.
-LOSS = dict(scale=64.0, weight=61.0, alternate=False)
+LOSS = dict(scale=64.0, weight=61.0)
 INPUTS = np.array([[57, 61, 59, 63, 55, 62, 53, 60]], np.float32) / 64
 
 
@@ -98,6 +99,22 @@ def test_f16_precision_loss_fails_and_names_the_op_f32_f16_passes(tmp_path: Path
     assert h["precision_loss"]["error"] > 1 and h["precision_loss"]["input_error"] == 0.0
     text = runner.invoke(app, ["verify", str(path), "--inputs", str(inputs), "--precision", "fp16"])
     assert "first op that lost its precision: op 2 FULLY_CONNECTED -> dot" in text.stdout
+
+
+@needs_device
+def test_f32_f16_products_in_half_overflow_and_the_op_is_named(tmp_path: Path) -> None:
+    """F32_F16 sums a conv's products in float only four at a time: products of 512 x 512 pass
+    65504 in its half partial sums, as they do on a phone (before, fp32-fp16 computed them in
+    float and gave 0.5 exactly). fp32 stays exact."""
+    path, inputs = staged(tmp_path, dot_model(scale=512.0, weight=512.0), INPUTS)
+    code, out = verify_json(path, inputs, "fp32")
+    assert (code, out["status"], out["outputs"][0]["max_abs_error"]) == (0, "PASS", 0.0), out["outputs"]
+    code, out = verify_json(path, inputs, "fp32-fp16")
+    assert (code, out["status"]) == (1, "FAIL")
+    assert out["outputs"][0]["nonfinite_in_candidate"] == 4
+    h = out["half_precision"]
+    assert (h["op"], h["op_index"], h["tensor"]) == ("FULLY_CONNECTED", 2, "dot"), h
+    assert "inside the op's arithmetic" in h["overflow"]["reason"]
 
 
 # -- the check rules' patterns on the executor -----------------------------------------------------

@@ -211,7 +211,7 @@ def test_interpreter_crash_is_an_error_not_a_dead_process(tmp_path: Path) -> Non
 def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> None:
     code, out = verify_json(str(path))
     assert code == 0, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
-    for half in ("fp32-fp16", "fp16"):  # half storage; half storage and arithmetic (what phones run)
+    for half in ("fp32-fp16", "fp16"):  # F32_F16: float sums in convs; F16: half sums too (what phones run)
         code, out = verify_json(str(path), "--precision", half)
         assert code == 0 and out["precision"] == half, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
     fixed = tmp_path / "fixed.tflite"
@@ -345,7 +345,7 @@ def test_packed_head_scores_cannot_hide_behind_the_boxes(
 ) -> None:
     """Issue 22 item 3 / issue 14: box pixels and class scores in one output. The unmutated model
     PASSes; a candidate whose scores moved from below 2e-4 to 0.5 FAILs; so does an executor
-    that moves only the scores (at fp32-fp16 the boxes' noise x 2^14 would have hidden them)."""
+    that moves only the scores (in half the boxes' noise x 2^15 would have hidden them)."""
     path = tmp_path / "head.tflite"
     write(packed_head_model(), path)
     code, out = verify_json(str(path), "--precision", precision, "--runs", "2")

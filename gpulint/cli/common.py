@@ -142,8 +142,8 @@ class Precision(StrEnum):
 PRECISION_HELP = (
     "The executor's precision, as the GPU delegate names them. fp32: float storage and arithmetic. "
     "fp16 (F16): half storage and half arithmetic, accumulations included: what phones run when precision "
-    "loss is allowed, the default of GpuDelegate.Options and of MediaPipe. fp32-fp16 (F32_F16): half storage, "
-    "float arithmetic."
+    "loss is allowed, the default of GpuDelegate.Options and of MediaPipe. fp32-fp16 (F32_F16): half storage "
+    "and arithmetic, but convolutions and matmuls sum in float."
 )
 PrecisionOption = Annotated[Precision, typer.Option(help=PRECISION_HELP)]
 

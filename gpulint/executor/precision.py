@@ -1,14 +1,17 @@
 """The executor's precisions, named as the GPU delegate's CalculationsPrecision
-(tflite/delegates/gpu/common/precision.h; the OpenCL defines in cl/cl_operation.cc):
+(tflite/delegates/gpu/common/precision.h; the OpenCL defines in cl/cl_operation.cc,
+GetCommonOpenCLDefines):
 
 - fp32 (F32): tensors stored in float, every step in float.
-- fp32-fp16 (F32_F16): tensors stored in half, arithmetic in float. The delegate computes its
-  elementwise code in half here too (FLT4 is half4); the executor does for an int8 result's
-  rounding (quantize4), and otherwise in float: a step's result becomes a half when it is stored.
+- fp32-fp16 (F32_F16): tensors stored in half; FLT4 is half4 and ACCUM_FLT4 float4 there, so
+  every step on values is a half (elementwise ops, fused steps, a conv's products and its
+  four-product partial sums) and only the conv-family accumulators are float.
 - fp16 (F16): half storage and half arithmetic, what most phones run (precision loss allowed):
-  every step's result rounded to half, accumulations included (ACCUM_FLT4 is half4). Emulated on
-  a device without cl_khr_fp16 (all of ours): each result computed in float, then rounded to the
-  nearest half (ties to even, overflow to Inf); see kernels/prelude.cl.j2.
+  every step's result rounded to half, accumulations included (ACCUM_FLT4 is half4 too).
+Half arithmetic is emulated on a device without cl_khr_fp16 (all of ours): each result computed
+in float, then rounded to the nearest half (ties to even, overflow to Inf); see
+kernels/prelude.cl.j2. Ops whose sums the delegate keeps in float at every precision (reduce,
+pools, softmax) are float at both.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from gpulint.executor.errors import ExecutorError
 class Precision:
     name: str
     half_storage: bool  # tensors (and conv weights' values) in half
-    half_math: bool  # every arithmetic result rounded to half, accumulators included
+    half_math: bool  # a step's result on values (the delegate's FLT4) rounded to half
+    half_accum: bool  # conv-family accumulators (ACCUM_FLT4) rounded to half at each step too
 
 
 PRECISIONS = {
-    "fp32": Precision("fp32", False, False),
-    "fp32-fp16": Precision("fp32-fp16", True, False),
-    "fp16": Precision("fp16", True, True),
+    "fp32": Precision("fp32", False, False, False),
+    "fp32-fp16": Precision("fp32-fp16", True, True, False),
+    "fp16": Precision("fp16", True, True, True),
 }
 
 

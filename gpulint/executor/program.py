@@ -45,11 +45,13 @@ def kernel_source(
     epilogue_loop: bool = False,
     half_math: bool = False,
     f16c: bool = False,
+    half_accum: bool = False,
 ) -> str:
     """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
     lets any device read and write half buffers with vload_half/vstore_half, and the kernels
-    compute in float. `half_math` (F16, precision.py): each arithmetic result rounded to half
-    (the kernels' RH macros). `epilogue_loop`: fused conv kernels run their fused steps in one
+    compute in float. `half_math` (F32_F16 and F16, precision.py): each step on values rounded to
+    half (the kernels' RH macros); `half_accum` (F16): the conv-family sums too (RA).
+    `epilogue_loop`: fused conv kernels run their fused steps in one
     loop after the stores instead of at each unrolled store (see conv.cl.j2). `f16c`: on a CPU
     device, half vectors convert in the CPU's own instructions (Device.converts_half)."""
     folder = resources.files("gpulint").joinpath("kernels")
@@ -65,13 +67,19 @@ def kernel_source(
         integer_half=integer_half,
         f16c=integer_half and f16c,
         half_math=half and half_math,
+        half_accum=half and half_math and half_accum,
         opcodes=opcodes.defines(),
     )
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         if name.endswith(".j2"):
-            text = env.from_string(text).render(epilogue_loop=epilogue_loop, half=half, half_math=half and half_math)
+            text = env.from_string(text).render(
+                epilogue_loop=epilogue_loop,
+                half=half,
+                half_math=half and half_math,
+                half_accum=half and half_math and half_accum,
+            )
         parts.append(text)
     return "\n".join(parts)
 
@@ -92,10 +100,11 @@ def kernel_parts(
     epilogue_loop: bool = False,
     half_math: bool = False,
     f16c: bool = False,
+    half_accum: bool = False,
 ) -> tuple[str, dict[str, str]]:
     """The source cut in two: everything that is not a kernel (prelude, helper functions,
     macros), and each kernel's own text by name."""
-    source = kernel_source(half, fp16_extension, epilogue_loop, half_math, f16c)
+    source = kernel_source(half, fp16_extension, epilogue_loop, half_math, f16c, half_accum)
     spans = []
     for match in _KERNEL.finditer(source):
         end = source.index("\n}\n", match.start()) + 3
@@ -115,11 +124,12 @@ def kernel_sources(
     epilogue_loop: bool = False,
     half_math: bool = False,
     f16c: bool = False,
+    half_accum: bool = False,
 ) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel and that kernel. Built as
     one program, the 35 kernels of the time took PoCL 9.4 s to compile; a model uses a handful,
     and only those are built."""
-    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math, f16c)
+    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math, f16c, half_accum)
     return {name: common + "\n" + body for name, body in bodies.items()}
 
 
@@ -169,9 +179,16 @@ def built_once(device: Device, source: str) -> Any:
     return _PROGRAMS[key]
 
 
-def _flavour(device: Device, mode: Precision) -> tuple[bool, bool, bool, bool, bool]:
+def _flavour(device: Device, mode: Precision) -> tuple[bool, bool, bool, bool, bool, bool]:
     """kernel_source's arguments for `device` at `mode`."""
-    return mode.half_storage, device.fp16, epilogue_loop(device), mode.half_math, device.converts_half
+    return (
+        mode.half_storage,
+        device.fp16,
+        epilogue_loop(device),
+        mode.half_math,
+        device.converts_half,
+        mode.half_accum,
+    )
 
 
 def kernels(

@@ -66,28 +66,24 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
   }
 }
 
-// v as a half at fp16 and fp32-fp16, v itself at fp32. The delegate computes elementwise code
-// on FLT4, half4 at F16 and F32_F16 alike (cl/cl_operation.cc GetCommonOpenCLDefines), so each
-// of its steps ends in a half; at fp32-fp16 the executor follows it here only (quantize4).
-#define IN_FLT4(v) (sizeof(FLT) == 2 ? nearest_half4(v) : (v))
-
 // QUANTIZE_AND_DEQUANTIZE as the GPU delegate computes an int8 tensor in float
 // (tensorflow/lite/delegates/gpu/common/tasks/quantize_and_dequantize.cc): clamp to [min, max],
 // round to the grid of `scale` from min, back to float; q = (min, max, scale, -) of the int8
-// tensor (prepare.add_quant_adjustments). At fp16 its code runs on FLT4: its input is a half (what
-// the op it is linked to computed, or the tensor it reads), min, max and scale are halves (AddHalf;
-// a scale below the smallest normal half floored at half(0.000062f) first: the same number, as
-// rounding to half keeps order), and each step's result is a half. So a value whose quotient is
-// near a midpoint takes the next grid point, as on the GPU (the quotient, up to 255, is a half
-// 0.125 apart above 128). Rounding a unary or binary op's float result, not its half, put
-// yolo11n-pose int8's output 6 steps from the same run with the rounding as a launch of its own
-// (#22). A NaN stays NaN (the delegate's min/max would make it a bound).
+// tensor (prepare.add_quant_adjustments). In half (fp16, fp32-fp16) its code runs on FLT4: its
+// input is a half (what the op it is linked to computed, or the tensor it reads), min, max and
+// scale are halves (AddHalf; a scale below the smallest normal half floored at half(0.000062f)
+// first: the same number, as rounding to half keeps order), and each step's result is a half
+// (RH). So a value whose quotient is near a midpoint takes the next grid point, as on the GPU
+// (the quotient, up to 255, is a half 0.125 apart above 128). Rounding a unary or binary op's
+// float result, not its half, put yolo11n-pose int8's output 6 steps from the same run with the
+// rounding as a launch of its own (#22). A NaN stays NaN (the delegate's min/max would make it a
+// bound).
 STEP_INLINE float4 quantize4(float4 x, float4 q) {
   float scale = sizeof(FLT) == 2 ? fmax(q.z, 6.198883056640625e-05f) : q.z;
-  float4 v = IN_FLT4(x);
+  float4 v = RH4(x);
   float4 clamped = KEEP_NAN(clamp(v, q.x, q.y), v);
-  float4 k = round(IN_FLT4(IN_FLT4(clamped - q.x) / scale));
-  return IN_FLT4(IN_FLT4(k * scale) + q.x);
+  float4 k = round(RH4(RH4(clamped - q.x) / scale));
+  return RH4(RH4(k * scale) + q.x);
 }
 
 // Elementwise ops fused into the kernel that produces their input (conv, depthwise), as the

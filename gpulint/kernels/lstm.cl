@@ -1,6 +1,6 @@
 // LSTM, basic kernel (TFLite's LstmCell): `gates` holds FC([input, previous activation]) as
 // [B, 4 * units], in the order input gate, cell candidate, forget gate, output gate.
-// At F16 each step a half (RH), as the delegate's LSTM kernel computes on FLT4.
+// At F16 and F32_F16 each step a half (RH), as the delegate's LSTM kernel computes on FLT4.
 inline float sigmoid1(float v) { return RH(1.0f / (1.0f + exp(-v))); }
 __kernel void lstm_cell(__global const FLT* gates, __global const FLT* prev_state, __global FLT* activ,
                         __global FLT* state, int4 gd, int4 sd, int units) {

@@ -4,8 +4,10 @@
 // 256x256x1 upsampling took 0.8 ms). Output (y, x) takes kernel row ky where (y + pad - ky) is
 // a multiple of the stride: those rows are walked directly, every stride-th from the first; the
 // first row and column and their input positions are worked out once per item and stepped from
-// column to column, not divided out per column. At F16 (HALF_MATH) as ConvolutionTransposed
-// computes it: each multiply-add a half, from zero, the bias added to the half sum at the end.
+// column to column, not divided out per column. As ConvolutionTransposed sums: from zero, the
+// bias added to the sum made a half at the end; at F16 (HALF_ACCUM) each multiply-add a half, at
+// F32_F16 (HALF_MATH alone) an input slice's four products summed in half, then added to a
+// float sum (R += TO_ACCUM_TYPE(S.x * f0 + S.y * f1 + S.z * f2 + S.w * f3)).
 __kernel void transpose_conv(__global const FLT* src, __global const float* wt, __global const FLT* bias,
                              __global FLT* dst, int4 sd, int sc, int4 dd, int dc, int2 kernel_size, int2 stride,
                              int2 pad, EPILOGUE_ARGS) {
@@ -24,11 +26,16 @@ __kernel void transpose_conv(__global const FLT* src, __global const float* wt, 
         int wi = ((s * kernel_size.y + ky) * kernel_size.x + kx) * sd.w * 4;
         for (int is = 0; is < sd.w; is++, wi += 4) {
           float4 v = LOAD4(slice_index(sd, b, iy, ix, is), src);
-#if HALF_MATH
-          acc = RH4(acc + v.x * WLOAD4(wi, wt));
-          acc = RH4(acc + v.y * WLOAD4(wi + 1, wt));
-          acc = RH4(acc + v.z * WLOAD4(wi + 2, wt));
-          acc = RH4(acc + v.w * WLOAD4(wi + 3, wt));
+#if HALF_ACCUM
+          acc = RA4(acc + v.x * WLOAD4(wi, wt));
+          acc = RA4(acc + v.y * WLOAD4(wi + 1, wt));
+          acc = RA4(acc + v.z * WLOAD4(wi + 2, wt));
+          acc = RA4(acc + v.w * WLOAD4(wi + 3, wt));
+#elif HALF_MATH
+          float4 part = RH4(v.x * WLOAD4(wi, wt));
+          part = RH4(part + v.y * WLOAD4(wi + 1, wt));
+          part = RH4(part + v.z * WLOAD4(wi + 2, wt));
+          acc += RH4(part + v.w * WLOAD4(wi + 3, wt));
 #else
           acc += v.x * WLOAD4(wi, wt) + v.y * WLOAD4(wi + 1, wt) + v.z * WLOAD4(wi + 2, wt) + v.w * WLOAD4(wi + 3, wt);
 #endif
@@ -36,7 +43,7 @@ __kernel void transpose_conv(__global const FLT* src, __global const float* wt, 
       }
     }
     int at = slice_index(dd, b, y, x, s);
-    acc = HALF_MATH ? RH4(acc + bv) : acc;
+    acc = HALF_MATH ? RH4((HALF_ACCUM ? acc : RH4(acc)) + bv) : acc;
     STORE4(mask_lanes(FINISH(acc, s, at), s, dc), at, dst);  // activation and fused steps: ACT, E1, E2
     if (++kx0 == stride.x) {  // the next column: its first kernel column and input column
       kx0 = 0;
