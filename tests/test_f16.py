@@ -199,6 +199,36 @@ def test_conv2d(cin: int, cout: int, k: int, stride: int, dilation: int, padding
 
 
 @pytest.mark.parametrize("mode", HALF_MODES)
+@pytest.mark.parametrize(
+    ("cin", "cout", "groups", "stride", "padding"),
+    [(8, 8, 2, 1, "SAME"), (16, 24, 4, 2, "VALID"), (8, 8, 8, 1, "SAME")],
+)
+def test_grouped_conv2d(cin: int, cout: int, groups: int, stride: int, padding: str, mode: str) -> None:
+    """Four input channels per group: ConvGeneric's grouped sums, group by group; one per group
+    (YOLO11's positional conv): the delegate makes it a DEPTHWISE_CONV_2D (model_builder.cc)."""
+    wt, bias = randn(cout, 3, 3, cin // groups), randn(cout)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 9, 9, cin])
+        o, _ = pads(9, 3, stride, 1, padding)
+        options = dict(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function="RELU")
+        return g.op("CONV_2D", [x, g.const("w", wt), g.const("b", bias)], [1, o, o, cout], options=options)
+
+    x = randn(1, 9, 9, cin, scale=2)
+    if groups == cin:
+        want = depthwise_ref(x, wt.transpose(3, 1, 2, 0), bias, stride, 1, padding, "RELU", mode)
+    else:
+        ci, co = cin // groups, cout // groups
+        parts = [
+            conv_ref(x[..., i * ci : (i + 1) * ci], wt[i * co : (i + 1) * co], bias[i * co : (i + 1) * co], stride, 1,
+                     padding, "RELU", mode)
+            for i in range(groups)
+        ]  # fmt: skip
+        want = np.concatenate(parts, axis=-1)
+    assert_exact(run(single(build), [x], mode), want)
+
+
+@pytest.mark.parametrize("mode", HALF_MODES)
 @pytest.mark.parametrize("cout", [4, 8, 16])
 def test_conv2d_on_a_wide_plane_of_1x1(cout: int, mode: str) -> None:
     """conv1x1's 8-position blocks, one, two and four output slices per item."""
