@@ -37,22 +37,17 @@ Source = Callable[..., str]
 
 
 def variant(**fixed: bool) -> Source:
-    """program.kernel_source (called with its arguments in order) with some of them fixed."""
-    names = ("half", "fp16_extension", "epilogue_loop", "half_math", "f16c", "half_accum")
-
-    def source(*args: bool) -> str:
-        return SHIPPED(**(dict(zip(names, args, strict=False)) | fixed))
-
-    return source
+    """program.kernel_source with some of the flavour's fields fixed."""
+    return lambda flavour: SHIPPED(flavour._replace(**fixed))
 
 
 integer = variant(f16c=False)  # a CPU device's integer conversions, not F16C
 storage_only = variant(half_math=False, half_accum=False)  # fp32-fp16 with its arithmetic in float
 
 
-def with_vload_half(*args: bool) -> str:
-    source = integer(*args)
-    if args[0] and "#define LOAD4(i, p) half_to_float4" in source:  # a CPU device's integer conversions
+def with_vload_half(flavour: program.Flavour) -> str:
+    source = integer(flavour)
+    if flavour.half and "#define LOAD4(i, p) half_to_float4" in source:  # a CPU device's integer conversions
         start = source.index("#define LOAD4(i, p) half_to_float4")
         end = source.index("\n", source.index("#define STORE1(v, i, p)")) + 1
         source = source[:start] + VLOAD + source[end:]

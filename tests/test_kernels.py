@@ -56,8 +56,9 @@ def asked_for() -> set[str]:
 
 @pytest.mark.parametrize(("half", "extension", "looped"), VARIANTS)
 def test_every_kernel_is_split_into_a_program_of_its_own(half: bool, extension: bool, looped: bool) -> None:
-    source = program.kernel_source(half, extension, looped)
-    programs = program.kernel_sources(half, extension, looped)
+    flavour = program.Flavour(half, extension, looped)
+    source = program.kernel_source(flavour)
+    programs = program.kernel_sources(flavour)
     assert len(programs) == source.count("__kernel void "), "a kernel the splitter did not find"
     assert set(programs) == asked_for()
     for name, text in programs.items():
@@ -82,7 +83,7 @@ def test_op_numbers_in_kernels_are_opcodes_defines() -> None:
     for prefix, table in (("UNARY", opcodes.UNARY), ("BINARY", opcodes.BINARY)):
         for op in table:
             assert f"case {prefix}_{op}:" in switches, f"unary4/binary4 has no case for {op}"
-    source = program.kernel_source(False)
+    source = program.kernel_source(program.Flavour(False))
     assert "#define UNARY_HARD_SWISH 12\n" in source and "#define CAST_TO_FLOAT32 (-1)\n" in source
 
 
@@ -178,7 +179,7 @@ def test_half_storage_converts_exactly(looped: bool, f16c: bool) -> None:
     skip_without_f16c(f16c)
     device, _ = opencl_device()
     assert device is not None
-    common, _ = program.kernel_parts(True, False, looped, False, f16c)
+    common, _ = program.kernel_parts(program.Flavour(True, epilogue_loop=looped, f16c=f16c))
     built = cl.Program(device.context, common + HALF_IO).build(program.BUILD_OPTIONS)
     n = 1 << 16
     halves = np.arange(n, dtype=np.uint16).view(np.float16)
@@ -222,7 +223,7 @@ def test_rounding_to_half_is_numpys(looped: bool, f16c: bool) -> None:
     skip_without_f16c(f16c)
     device, _ = opencl_device()
     assert device is not None
-    common, _ = program.kernel_parts(True, False, looped, True, f16c)
+    common, _ = program.kernel_parts(program.Flavour(True, epilogue_loop=looped, half_math=True, f16c=f16c))
     built = cl.Program(device.context, common + NEAREST).build(program.BUILD_OPTIONS)
     # Every tie: the midpoint of each pair of adjacent finite halves, and the floats next to it.
     finite = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from functools import cache, partial
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 
@@ -38,48 +38,49 @@ def kernel_files() -> list[str]:
     return sorted(names)
 
 
+class Flavour(NamedTuple):
+    """What a kernel source is made for. `half`: tensors stored as half. Half storage needs no
+    cl_khr_fp16: OpenCL C lets any device read and write half buffers with vload_half/vstore_half;
+    `fp16_extension` (a device that has it) turns cl_khr_fp16 on. `epilogue_loop`: fused conv
+    kernels run their fused steps in one loop after the stores instead of at each unrolled store
+    (see conv.cl.j2). `half_math` (F32_F16 and F16, precision.py): each step on values rounded to
+    half (the kernels' RH macros); `half_accum` (F16): the conv-family sums too (RA). `f16c`: on a
+    CPU device, half vectors convert in the CPU's own instructions (Device.converts_half)."""
+
+    half: bool
+    fp16_extension: bool = False
+    epilogue_loop: bool = False
+    half_math: bool = False
+    f16c: bool = False
+    half_accum: bool = False
+
+
 @cache
-def kernel_source(
-    half: bool,
-    fp16_extension: bool = False,
-    epilogue_loop: bool = False,
-    half_math: bool = False,
-    f16c: bool = False,
-    half_accum: bool = False,
-) -> str:
-    """All kernels, tensors stored as half or float. Half storage needs no cl_khr_fp16: OpenCL C
-    lets any device read and write half buffers with vload_half/vstore_half, and the kernels
-    compute in float. `half_math` (F32_F16 and F16, precision.py): each step on values rounded to
-    half (the kernels' RH macros); `half_accum` (F16): the conv-family sums too (RA).
-    `epilogue_loop`: fused conv kernels run their fused steps in one
-    loop after the stores instead of at each unrolled store (see conv.cl.j2). `f16c`: on a CPU
-    device, half vectors convert in the CPU's own instructions (Device.converts_half)."""
+def kernel_source(flavour: Flavour) -> str:
+    """All kernels, as `flavour` says; arithmetic in float but where it rounds to half."""
     folder = resources.files("gpulint").joinpath("kernels")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
+    half = flavour.half
     # Half storage converts in integer arithmetic on a CPU device (the one without epilogue_loop),
     # where vload_half/vstore_half are library calls; a GPU converts in hardware (prelude.cl.j2).
-    integer_half = half and not fp16_extension and not epilogue_loop
+    integer_half = half and not flavour.fp16_extension and not flavour.epilogue_loop
+    half_math = half and flavour.half_math  # no half arithmetic without half storage,
+    arithmetic = dict(half_math=half_math, half_accum=half_math and flavour.half_accum)  # no half sums without it
     header = prelude.render(
         half=half,
-        fp16_extension=half and fp16_extension,
-        epilogue_loop=epilogue_loop,
+        fp16_extension=half and flavour.fp16_extension,
+        epilogue_loop=flavour.epilogue_loop,
         integer_half=integer_half,
-        f16c=integer_half and f16c,
-        half_math=half and half_math,
-        half_accum=half and half_math and half_accum,
+        f16c=integer_half and flavour.f16c,
         opcodes=opcodes.defines(),
+        **arithmetic,
     )
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
         text = folder.joinpath(name).read_text("utf-8")
         if name.endswith(".j2"):
-            text = env.from_string(text).render(
-                epilogue_loop=epilogue_loop,
-                half=half,
-                half_math=half and half_math,
-                half_accum=half and half_math and half_accum,
-            )
+            text = env.from_string(text).render(epilogue_loop=flavour.epilogue_loop, half=half, **arithmetic)
         parts.append(text)
     return "\n".join(parts)
 
@@ -94,17 +95,10 @@ _KERNEL = re.compile(r"^__kernel void (\w+)\(", re.MULTILINE)
 
 
 @cache
-def kernel_parts(
-    half: bool,
-    fp16_extension: bool = False,
-    epilogue_loop: bool = False,
-    half_math: bool = False,
-    f16c: bool = False,
-    half_accum: bool = False,
-) -> tuple[str, dict[str, str]]:
+def kernel_parts(flavour: Flavour) -> tuple[str, dict[str, str]]:
     """The source cut in two: everything that is not a kernel (prelude, helper functions,
     macros), and each kernel's own text by name."""
-    source = kernel_source(half, fp16_extension, epilogue_loop, half_math, f16c, half_accum)
+    source = kernel_source(flavour)
     spans = []
     for match in _KERNEL.finditer(source):
         end = source.index("\n}\n", match.start()) + 3
@@ -118,18 +112,11 @@ def kernel_parts(
 
 
 @cache
-def kernel_sources(
-    half: bool,
-    fp16_extension: bool = False,
-    epilogue_loop: bool = False,
-    half_math: bool = False,
-    f16c: bool = False,
-    half_accum: bool = False,
-) -> dict[str, str]:
+def kernel_sources(flavour: Flavour) -> dict[str, str]:
     """One program source per kernel: everything that is not a kernel and that kernel. Built as
     one program, the 35 kernels of the time took PoCL 9.4 s to compile; a model uses a handful,
     and only those are built."""
-    common, bodies = kernel_parts(half, fp16_extension, epilogue_loop, half_math, f16c, half_accum)
+    common, bodies = kernel_parts(flavour)
     return {name: common + "\n" + body for name, body in bodies.items()}
 
 
@@ -158,7 +145,7 @@ def pocl_programs(device: Device, mode: Precision, variants: list[tuple[str, str
     """The programs (source, the indices of `variants` it holds) that hold a model's sorted
     variants on PoCL: one, or two of about equal compile work (its kernels' length as the
     measure) from SPLIT_AT variants on. Variant i is the kernel `name__i` in its program."""
-    common, bodies = kernel_parts(*_flavour(device, mode))
+    common, bodies = kernel_parts(_flavour(device, mode))
     if len(variants) < SPLIT_AT:
         groups = [list(range(len(variants)))]
     else:
@@ -179,15 +166,15 @@ def built_once(device: Device, source: str) -> Any:
     return _PROGRAMS[key]
 
 
-def _flavour(device: Device, mode: Precision) -> tuple[bool, bool, bool, bool, bool, bool]:
-    """kernel_source's arguments for `device` at `mode`."""
-    return (
-        mode.half_storage,
-        device.fp16,
-        epilogue_loop(device),
-        mode.half_math,
-        device.converts_half,
-        mode.half_accum,
+def _flavour(device: Device, mode: Precision) -> Flavour:
+    """The kernel source for `device` at `mode`."""
+    return Flavour(
+        half=mode.half_storage,
+        fp16_extension=device.fp16,
+        epilogue_loop=epilogue_loop(device),
+        half_math=mode.half_math,
+        f16c=device.converts_half,
+        half_accum=mode.half_accum,
     )
 
 
@@ -202,7 +189,7 @@ def kernels(
     variant, each binary on disk, so models that launch the same kernels share them."""
     cl = opencl()
     variants = sorted(set(wanted))
-    _, bodies = kernel_parts(*_flavour(device, mode))
+    _, bodies = kernel_parts(_flavour(device, mode))
     for name, _ in variants:
         if name not in bodies:
             raise ExecutorError(f"no kernel named {name}")
@@ -216,7 +203,7 @@ def kernels(
                 makers[variants[i]] = partial(cl.Kernel, built, f"{variants[i][0]}__{i}")
         return makers
     for name, defines in variants:
-        built = built_once(device, defines + kernel_sources(*_flavour(device, mode))[name])
+        built = built_once(device, defines + kernel_sources(_flavour(device, mode))[name])
         makers[(name, defines)] = partial(cl.Kernel, built, name)
     return makers
 
