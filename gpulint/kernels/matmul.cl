@@ -88,6 +88,6 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
 #endif
     }
   }
-  acc = HALF_MATH ? RH4((HALF_ACCUM ? acc : RH4(acc)) + LOAD4(s, bias)) : acc;
+  acc = HALF_MATH ? RH4(TO_FLT4(acc) + LOAD4(s, bias)) : acc;
   STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, h, m, s), dst);
 }

@@ -43,7 +43,7 @@ __kernel void transpose_conv(__global const FLT* src, __global const float* wt, 
       }
     }
     int at = slice_index(dd, b, y, x, s);
-    acc = HALF_MATH ? RH4((HALF_ACCUM ? acc : RH4(acc)) + bv) : acc;
+    acc = HALF_MATH ? RH4(TO_FLT4(acc) + bv) : acc;
     STORE4(mask_lanes(FINISH(acc, s, at), s, dc), at, dst);  // activation and fused steps: ACT, E1, E2
     if (++kx0 == stride.x) {  // the next column: its first kernel column and input column
       kx0 = 0;
