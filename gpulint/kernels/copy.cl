@@ -16,7 +16,7 @@ __kernel void input_to_slices(__global const float* src, __global FLT* dst, int4
 // elements per work item.
 __kernel void copy_pairs(__global const FLT* src, __global FLT* dst, __global const int* dst_index,
                          __global const int* src_index, int n) {
-  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+  for (int i = get_global_id(0) * 16, end = IMIN(i + 16, n); i < end; i++)
     STORE1(LOAD1(src_index[i], src), dst_index[i], dst);
 }
 
@@ -24,7 +24,7 @@ __kernel void copy_pairs(__global const FLT* src, __global FLT* dst, __global co
 // float at either precision, see WLOAD4).
 __kernel void copy_pairs_to_float(__global const FLT* src, __global float* dst, __global const int* dst_index,
                                   __global const int* src_index, int n) {
-  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+  for (int i = get_global_id(0) * 16, end = IMIN(i + 16, n); i < end; i++)
     dst[dst_index[i]] = LOAD1(src_index[i], src);
 }
 
@@ -32,6 +32,6 @@ __kernel void copy_pairs_to_float(__global const FLT* src, __global float* dst, 
 // traffic, one vector per element.
 __kernel void copy_slices(__global const FLT* src, __global FLT* dst, __global const int* dst_index,
                           __global const int* src_index, int n) {
-  for (int i = get_global_id(0) * 16, end = min(i + 16, n); i < end; i++)
+  for (int i = get_global_id(0) * 16, end = IMIN(i + 16, n); i < end; i++)
     STORE4(LOAD4(src_index[i], src), dst_index[i], dst);
 }

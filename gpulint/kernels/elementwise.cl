@@ -2,10 +2,10 @@
 // slice: one item per slice cost PoCL more in per-item overhead than the arithmetic itself.
 STEP_INLINE float4 unary4(float4 x, int op, float p) {
   switch (op) {
-    case UNARY_RELU: return KEEP_NAN(fmax(x, 0.0f), x);
-    case UNARY_RELU6: return KEEP_NAN(clamp(x, 0.0f, 6.0f), x);
-    case UNARY_RELU_N1_TO_1: return KEEP_NAN(clamp(x, -1.0f, 1.0f), x);
-    case UNARY_RELU_0_TO_1: return KEEP_NAN(clamp(x, 0.0f, 1.0f), x);
+    case UNARY_RELU: return CLAMP_NAN(x, 0.0f, INFINITY);
+    case UNARY_RELU6: return CLAMP_NAN(x, 0.0f, 6.0f);
+    case UNARY_RELU_N1_TO_1: return CLAMP_NAN(x, -1.0f, 1.0f);
+    case UNARY_RELU_0_TO_1: return CLAMP_NAN(x, 0.0f, 1.0f);
     case UNARY_LOGISTIC: return RH4(1.0f / (1.0f + exp(-x)));
     case UNARY_TANH: return RH4(tanh(x));
     case UNARY_EXP: return RH4(exp(x));
@@ -16,11 +16,11 @@ STEP_INLINE float4 unary4(float4 x, int op, float p) {
     case UNARY_SQUARE: return RH4(x * x);
 #if HALF_MATH
     // The delegate's forms (tasks/elementwise.cc), each step a half, its constants halves.
-    case UNARY_HARD_SWISH: return RH4(x * clamp(RH4(RH4(x * RH(0.16666667f)) + 0.5f), 0.0f, 1.0f));
+    case UNARY_HARD_SWISH: return RH4(x * CLAMP_NAN(RH4(RH4(x * RH(0.16666667f)) + 0.5f), 0.0f, 1.0f));
     case UNARY_GELU: return RH4(0.5f * x * RH4(erfc(RH4(x * RH(-0.70710678118654752f)))));
     case UNARY_ELU: return x < 0.0f ? RH4(expm1(x)) : x;
 #else
-    case UNARY_HARD_SWISH: return x * clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+    case UNARY_HARD_SWISH: return x * CLAMP_NAN(x + 3.0f, 0.0f, 6.0f) / 6.0f;
     case UNARY_GELU: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));  // exact
     case UNARY_ELU: return x < 0.0f ? exp(x) - 1.0f : x;
 #endif
@@ -79,9 +79,9 @@ STEP_INLINE float4 binary4(float4 a, float4 b, int op) {
 // rounding as a launch of its own (#22). A NaN stays NaN (the delegate's min/max would make it a
 // bound).
 STEP_INLINE float4 quantize4(float4 x, float4 q) {
-  float scale = sizeof(FLT) == 2 ? fmax(q.z, 6.198883056640625e-05f) : q.z;
+  float scale = sizeof(FLT) == 2 ? MAX_NAN(q.z, 6.198883056640625e-05f) : q.z;
   float4 v = RH4(x);
-  float4 clamped = KEEP_NAN(clamp(v, q.x, q.y), v);
+  float4 clamped = CLAMP_NAN(v, q.x, q.y);
   float4 k = round(RH4(RH4(clamped - q.x) / scale));
   return RH4(RH4(k * scale) + q.x);
 }

@@ -18,7 +18,7 @@ __kernel void batch_matmul(__global const FLT* a, __global const FLT* bm, __glob
   if (m >= dd.z || h >= dd.y || b >= dd.x) return;
   int ab = ad.x == 1 ? 0 : b, ah = ad.y == 1 ? 0 : h, bb = bd.x == 1 ? 0 : b, bh = bd.y == 1 ? 0 : h;
   int n0 = s * 4, last = dc - 1;  // lanes past N read row N - 1 and are masked at the store
-  int n1 = min(n0 + 1, last), n2 = min(n0 + 2, last), n3 = min(n0 + 3, last);
+  int n1 = IMIN(n0 + 1, last), n2 = IMIN(n0 + 2, last), n3 = IMIN(n0 + 3, last);
   float4 acc = HALF_MATH ? (float4)(0.0f) : LOAD4(s, bias);
   if (!adj_x) {
     // A's row m runs along K, its channels: a slice of A per 4 k. With adj_y B's rows n0..n3 do

@@ -19,7 +19,7 @@ __kernel void pool2d(__global const FLT* src, __global FLT* dst, int4 sd, int4 d
         count++;
       }
     }
-    if (!is_max) acc /= (float)max(count, 1);
+    if (!is_max) acc /= (float)IMAX(count, 1);
     STORE4(mask_lanes(activate(acc, act), s, dc), slice_index(dd, b, y, x, s), dst);
   }
 }

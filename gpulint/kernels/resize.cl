@@ -7,26 +7,26 @@ __kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 d
   int first = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int groups = (dd.w + 3) / 4, b = z / groups, s0 = z % groups * 4;
   if (first >= dd.z || y >= dd.y || b >= dd.x) return;
-  int n = min(8, dd.z - first), x0[8], x1[8];
+  int n = IMIN(8, dd.z - first), x0[8], x1[8];
   float dx[8];
   float fy = half_pixel ? ((float)y + 0.5f) * scale.y - (bilinear ? 0.5f : 0.0f) : (float)y * scale.y;
   int y0, y1;
   float dy = 0.0f;
   if (bilinear) {
     dy = fy < 0.0f ? 0.0f : fy - floor(fy);
-    y0 = max((int)floor(fy), 0), y1 = min((int)ceil(fy), sd.y - 1);
+    y0 = IMAX((int)floor(fy), 0), y1 = IMIN((int)ceil(fy), sd.y - 1);
   } else {
-    y0 = y1 = max(min(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1), 0);
+    y0 = y1 = IMAX(IMIN(align_corners ? (int)round(fy) : (int)floor(fy), sd.y - 1), 0);
   }
   for (int k = 0; k < 8; k++) {
-    int x = first + min(k, n - 1);
+    int x = first + IMIN(k, n - 1);
     if (bilinear) {
       float fx = half_pixel ? ((float)x + 0.5f) * scale.x - 0.5f : (float)x * scale.x;
       dx[k] = fx < 0.0f ? 0.0f : fx - floor(fx);
-      x0[k] = max((int)floor(fx), 0), x1[k] = min((int)ceil(fx), sd.z - 1);
+      x0[k] = IMAX((int)floor(fx), 0), x1[k] = IMIN((int)ceil(fx), sd.z - 1);
     } else {
       float fx = half_pixel ? ((float)x + 0.5f) * scale.x : (float)x * scale.x;
-      x0[k] = x1[k] = max(min(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1), 0);
+      x0[k] = x1[k] = IMAX(IMIN(align_corners ? (int)round(fx) : (int)floor(fx), sd.z - 1), 0);
       dx[k] = 0.0f;
     }
   }
@@ -38,9 +38,9 @@ __kernel void resize(__global const FLT* src, __global FLT* dst, int4 sd, int4 d
       continue;
     }
     for (int k = 0; k < n; k++) {
-      float4 top = mix(LOAD4(row0 + x0[k], src), LOAD4(row0 + x1[k], src), dx[k]);
-      float4 bottom = mix(LOAD4(row1 + x0[k], src), LOAD4(row1 + x1[k], src), dx[k]);
-      STORE4(mask_lanes(mix(top, bottom, dy), s, dc), out + k, dst);
+      float4 top = MIX(LOAD4(row0 + x0[k], src), LOAD4(row0 + x1[k], src), dx[k]);
+      float4 bottom = MIX(LOAD4(row1 + x0[k], src), LOAD4(row1 + x1[k], src), dx[k]);
+      STORE4(mask_lanes(MIX(top, bottom, dy), s, dc), out + k, dst);
     }
   }
 }
