@@ -14,6 +14,7 @@ from helpers import needs_opencl, opencl_device
 
 from gpulint.executor import opcodes, program
 from gpulint.executor.device import host_converts_half
+from gpulint.executor.ops import conv
 from gpulint.model import schema
 
 VARIANTS = list(itertools.product([False, True], repeat=3))  # half, fp16 extension, epilogue loop
@@ -48,7 +49,7 @@ def asked_for() -> set[str]:
     }
     for ob, fused in itertools.product((1, 2, 4), ("", "_fused")):
         names.add(f"conv_o{ob}{fused}")
-        names |= {f"conv1x1_o{ob}_p{px}{fused}" for px in (1, 8)}
+        names |= {f"conv1x1_o{ob}_p{px}{fused}" for px in (1, conv.PX)}
     for rows, registers, fused in itertools.product((1, 2), ("", "_k3s1", "_k5s1", "_k3s2", "_k5s2"), ("", "_fused")):
         names.add(f"depthwise_x8_r{rows}{registers}{fused}")
     return names

@@ -19,13 +19,21 @@ from gpulint.executor.ops.weights import bias, conv_weights, runtime_conv_weight
 
 def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
     """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
-    fill its vector registers: fewer slices on narrow outputs, which would waste lanes; 8 slices
-    (two float16 accumulators per position) measured no faster on AVX-512. On a GPU one of
-    each, so that a small layer still has work items for every core: with the CPU's blocking a
-    64x64x48 layer was 1536 items on an H100 that runs 270,000 threads at once."""
+    fill its vector registers without spilling: 4 slices (a float16, two AVX2 registers) for 6
+    positions is 12 accumulators, 2 registers of weights and a broadcast input, 15 of AVX2's
+    16. 8 positions spilled accumulators in every multiply-add loop: pose_detection's 1x1 convs
+    took 1.56x the time (10.1 against 6.5 ms), 4 positions 1.03x; 8 slices measured no faster
+    on AVX-512. Fewer slices on narrow
+    outputs, which would waste lanes; 6 positions only where there are 6 (conv.cl.j2's conv1x1
+    reads whole items inside the plane). On a GPU one of each, so that a small layer still has
+    work items for every core: with the CPU's blocking a 64x64x48 layer was 1536 items on an
+    H100 that runs 270,000 threads at once."""
     if not cpu:
         return 1, 1
-    return (4 if out_slices >= 4 else 2 if out_slices >= 2 else 1), (8 if positions > 1 else 1)
+    return (4 if out_slices >= 4 else 2 if out_slices >= 2 else 1), (PX if positions >= PX else 1)
+
+
+PX = 6  # positions per 1x1-conv work item on a CPU device (conv.cl.j2's conv1x1_o*_p6)
 
 
 def conv2d(cx: LowerContext, op: OpView) -> list[Launch]:
