@@ -128,7 +128,8 @@ class Buffers:
         return self.upload(np.zeros(layout.size(shape)))
 
     def placeholder(self) -> Any:
-        """A buffer an unused kernel argument points at; never read."""
+        """Four zeros, read-only: what an unused kernel argument points at (never read), and what
+        a conv reads for an input column outside the input (conv.cl.j2's conv_o)."""
         if self._placeholder is None:
             self._placeholder = self.upload(np.zeros(4), writable=False)
         return self._placeholder

@@ -135,7 +135,8 @@ def conv_launch(
         grid = (-(-h * wd // px), b * groups)
         args = [*head, np.int32(c), int2(*gs), np.int32(act), *tail]
         return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args, grid, defines)]
-    shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act)]
+    zeros = cx.buffers.placeholder()  # four zeros: what a column outside the input reads
+    shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act), zeros]
     size = (-(-wd // 4), h, b * groups)
     return [*launches, cx.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, size, defines)]
 
