@@ -33,8 +33,7 @@ __kernel void softmax(__global const FLT* src, __global FLT* dst, int4 d, int c,
   float4 m4 = (float4)(-INFINITY);
   for (int s = 0; s < d.w; s++) {
     float4 v = LOAD4(slice_index(d, b, y, x, s), src);
-    int4 inside = (int4)(s * 4) + (int4)(0, 1, 2, 3) < (int4)(c);
-    m4 = inside ? MAX_NAN(m4, v) : m4;
+    m4 = LANES_INSIDE(s, c) ? MAX_NAN(m4, v) : m4;
   }
   float m = MAX_NAN(MAX_NAN(m4.x, m4.y), MAX_NAN(m4.z, m4.w));
   float sum = 0.0f;

@@ -23,11 +23,10 @@ def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]
     positions is 12 accumulators, 2 registers of weights and a broadcast input, 15 of AVX2's
     16. 8 positions spilled accumulators in every multiply-add loop: pose_detection's 1x1 convs
     took 1.56x the time (10.1 against 6.5 ms), 4 positions 1.03x; 8 slices measured no faster
-    on AVX-512. Fewer slices on narrow
-    outputs, which would waste lanes; 6 positions only where there are 6 (conv.cl.j2's conv1x1
-    reads whole items inside the plane). On a GPU one of each, so that a small layer still has
-    work items for every core: with the CPU's blocking a 64x64x48 layer was 1536 items on an
-    H100 that runs 270,000 threads at once."""
+    on AVX-512. Fewer slices on narrow outputs, which would waste lanes; 6 positions only where
+    there are 6 (conv.cl.j2's conv1x1 reads whole items inside the plane). On a GPU one of each,
+    so that a small layer still has work items for every core: with the CPU's blocking a
+    64x64x48 layer was 1536 items on an H100 that runs 270,000 threads at once."""
     if not cpu:
         return 1, 1
     return (4 if out_slices >= 4 else 2 if out_slices >= 2 else 1), (PX if positions >= PX else 1)
