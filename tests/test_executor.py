@@ -246,6 +246,8 @@ def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPa
         (6, 1, 5, 2, "SAME", 23, 1),
         (4, 1, 5, 2, "VALID", 30, 1),
         (4, 1, 3, 1, "SAME", 20, 2),
+        (6, 1, 1, 1, "VALID", 21, 1),  # 1x1 windows (a per-channel scale), stride 1 and 2
+        (5, 1, 1, 2, "SAME", 23, 1),
     ],
 )
 def test_depthwise_conv2d(

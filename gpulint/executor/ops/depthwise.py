@@ -36,7 +36,7 @@ def depthwise_with(cx: LowerContext, op: OpView, w: np.ndarray | None) -> list[L
         args = [*head, cx.buffers.tensor(out), *dims, *window, np.int32(act), *tail]
         rows = 2 if (sh, dh) == (1, 1) else 1  # two rows share input rows
         columns, height, planes = grid(ys, 8)
-        registers = f"_k{kw}s{sw}" if kw in (3, 5) and sw in (1, 2) and dw == 1 else ""  # see depthwise.cl.j2
+        registers = f"_k{kw}s{sw}" if kw in (1, 3, 5) and sw in (1, 2) and dw == 1 else ""  # see depthwise.cl.j2
         kernel = f"depthwise_x8_r{rows}{registers}" + ("_fused" if epilogue else "")
         defines = epilogue.defines(act) if epilogue else ""
         return [*launches, cx.launch(oi, kernel, args, (columns, -(-height // rows), planes), defines)]
