@@ -660,6 +660,14 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         padded = g.op("PAD", [x, g.const("p", np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], [*shape, 8])
         return g.op("ADD", [conv, padded], [*shape, 8])
 
+    def widened(g: SubgraphBuilder, x: int) -> int:  # BlazeFace's residual: whole zero slices after a partial one
+        padded = g.op("PAD", [x, g.const("p", np.array([[0, 0], [0, 0], [0, 0], [0, 11]], np.int32))], [*shape, 16])
+        return g.op("RELU", [g.op("ADD", [padded, _conv(g, x, 5, 16)], [*shape, 16])], [*shape, 16])
+
+    def pad_read_twice(g: SubgraphBuilder, x: int) -> int:  # the padded tensor has another reader: the PAD stays
+        padded = g.op("PAD", [x, g.const("p", np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], [*shape, 8])
+        return g.op("ADD", [g.op("ADD", [_conv(g, x, 5, 8), padded], [*shape, 8]), padded], [*shape, 8])
+
     def upsample(g: SubgraphBuilder, x: int) -> int:  # a transposed conv's mask, as in selfie_segmentation
         opts = dict(padding="SAME", stride_w=1, stride_h=1)
         out = [*shape, 3]
@@ -693,7 +701,9 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         "swapped": (swapped, ["DEPTHWISE_CONV_2D+SUB"]),
         "scalar": (scalar, ["CONV_2D+MUL+TANH"]),
         "excite": (excite, ["MEAN", "LOGISTIC", "CONV_2D+MUL"]),
-        "hoisted": (hoisted, ["PAD", "CONV_2D+ADD"]),  # PAD moved ahead of the conv
+        "hoisted": (hoisted, ["CONV_2D+ADD"]),  # PAD moved ahead of the conv, then merged into the ADD
+        "widened": (widened, ["CONV_2D+ADD+RELU"]),
+        "pad_read_twice": (pad_read_twice, ["PAD", "CONV_2D+ADD+ADD"]),
         "upsample": (upsample, ["TRANSPOSE_CONV+LOGISTIC"]),
         "silu": (silu, ["CONV_2D+LOGISTIC+MUL+ADD"]),
         "gate_first": (gate_first, ["DEPTHWISE_CONV_2D+TANH+SUB"]),
@@ -809,7 +819,8 @@ def test_elementwise_ops_fuse_into_the_conv_that_feeds_them(
     assert [ln.op for ln in Executor(model, DEVICE).launches] == launches
     # keep_intermediates (bisect) needs every tensor: one launch per op, in the file's order
     unfused = [ln.op for ln in Executor(model, DEVICE, keep_intermediates=True).launches]
-    assert sorted(unfused) == sorted(n for op in launches for n in op.split("+"))
+    merged = ["PAD"] if case in ("hoisted", "widened") else []  # a channel PAD the ADD reads through
+    assert sorted(unfused) == sorted([n for op in launches for n in op.split("+")] + merged)
 
 
 def test_concatenation_of_runtime_and_constant_tensors() -> None:

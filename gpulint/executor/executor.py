@@ -63,6 +63,9 @@ class Executor:
             self.pool = BufferPool(view, prepared.host_side)
             for oi, (pad, _, _) in plan.pad_merges.items():  # the PAD's input is now read by the conv, later
                 self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)
+            for oi, chain in plan.chains.items():  # and a merged channel PAD's by the kernel its ADD runs in
+                for pad in (plan.padded_operands[ri] for ri in chain if ri in plan.padded_operands):
+                    self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)
         self.buffers = Buffers(device, self.dtype, view, self.pool)
         lowered = lower(prepared, LowerContext(view, plan, self.buffers, device, mode.half_storage))
         self.input_launches = lowered.input_launches  # raw input -> slices, before `launches`

@@ -9,7 +9,10 @@
 - Roundings: the rounding of an int8 result after a unary or binary op runs in that op's
   kernel.
 - PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
-  delegate merges them (merge_padding_with.cc): no copy, no padded buffer.
+  delegate merges them (merge_padding_with.cc): no copy, no padded buffer. A zero PAD that
+  appends channels, read only by a binary op fused into an epilogue, becomes that step's
+  operand as the PAD's input (FORM PADDED), as the delegate merges such a PAD into the ADD
+  after it (MergePaddingWithAdd): the blocks of BlazeFace-like models widen their residual so.
 
 Both decide kernel arguments, not the graph: the prepared model keeps its ops, and lowering
 skips the absorbed ones.
@@ -39,11 +42,13 @@ class FusionPlan:
     # fused op -> the FORM of its step; a gate's unary op has none (the binary op's GATE step runs it)
     forms: dict[int, int] = field(default_factory=dict)
     pad_merges: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # conv -> (PAD op, top, left)
+    padded_operands: dict[int, int] = field(default_factory=dict)  # fused binary op -> the channel PAD it reads
 
     @property
     def absorbed(self) -> set[int]:
         """The ops that run inside another op's kernel."""
-        return {oi for chain in self.chains.values() for oi in chain} | {pad for pad, _, _ in self.pad_merges.values()}
+        chained = {oi for chain in self.chains.values() for oi in chain}
+        return chained | {pad for pad, _, _ in self.pad_merges.values()} | set(self.padded_operands.values())
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,9 @@ class Epilogue:
 
 
 def plan(view: GraphView) -> FusionPlan:
-    chains, forms = plan_epilogues(view)
+    chains, forms, padded = plan_epilogues(view)
     plan_roundings(view, chains, forms)
-    return FusionPlan(chains, forms, plan_pad_merges(view))
+    return FusionPlan(chains, forms, plan_pad_merges(view), padded)
 
 
 def plan_roundings(view: GraphView, chains: dict[int, list[int]], forms: dict[int, int]) -> None:
@@ -103,15 +108,17 @@ def depthwise_conv(view: GraphView, op: Operator) -> bool:
     return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
 
 
-def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int]]:
+def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int], dict[int, int]]:
     """Elementwise ops that can run in the epilogue of the CONV_2D, DEPTHWISE_CONV_2D
     (multiplier 1) or transposed conv producing their input: up to two in a chain, each the
     only reader of the tensor before it, which is not a graph output. A binary op qualifies
     when its other operand is a constant scalar or per-channel vector, or a runtime tensor of
-    the output's shape that exists before the producer runs."""
+    the output's shape that exists before the producer runs (or that tensor but for channels a
+    PAD appended: the PAD is merged, FusionPlan.padded_operands)."""
     sg, readers = view.sg, view.readers
     chains: dict[int, list[int]] = {}
     forms: dict[int, int] = {}
+    padded: dict[int, int] = {}
     for oi, op in enumerate(sg.operators):
         name = view.name(op)
         if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
@@ -138,12 +145,14 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
             form = step_form(view, step, t, oi)
             if form is None:
                 break
+            if form == FORM["PADDED"]:
+                padded[ri] = view.producer[step.inputs[1] if step.inputs[0] == t else step.inputs[0]]
             forms[ri] = form
             chain.append(ri)
             t, steps = step.outputs[0], steps + 1
         if chain:
             chains[oi] = chain
-    return chains, forms
+    return chains, forms, padded
 
 
 def gate_ops(view: GraphView, t: int) -> tuple[int, int] | None:
@@ -184,10 +193,27 @@ def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | N
     if not ready:
         return None
     if view.shape(other) == view.shape(t):
-        return FORM["TENSOR"]
+        return FORM["PADDED"] if channel_pad(view, other) is not None else FORM["TENSOR"]
     # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
     per_channel = layout.bhwc(view.shape(other)) == (1, 1, 1, layout.bhwc(view.shape(t))[3])
     return FORM["CHANNEL"] if per_channel and layout.bhwc(view.shape(t))[0] == 1 else None
+
+
+def channel_pad(view: GraphView, t: int) -> int | None:
+    """The PAD op making `t` when it only appends zero channels to a batch-1 tensor and only one
+    op reads `t` (a fused step, which then reads the PAD's input instead: FORM PADDED)."""
+    sg, pi = view.sg, view.producer.get(t)
+    if pi is None or t in sg.outputs or len(view.readers.get(t, [])) != 1:
+        return None
+    op = sg.operators[pi]
+    pads = view.const(op.inputs[1]) if view.name(op) in ("PAD", "PADV2") and len(op.inputs) > 1 else None
+    fill = view.float_const(op.inputs[2]) if len(op.inputs) > 2 else None
+    shape = view.shape(op.inputs[0])
+    if pads is None or np.shape(pads) != (len(shape), 2) or len(shape) != 4 or shape[0] != 1:
+        return None
+    if pads[:-1].any() or pads[-1][0] != 0 or pads[-1][1] <= 0 or (fill is not None and fill.any()):
+        return None
+    return pi
 
 
 def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[FusedStep]]:
@@ -217,10 +243,14 @@ def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[F
             act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
             value = view.float_const(other)
             operand: int | np.ndarray = other  # a runtime tensor: in the output's layout, or per channel
+            param = 0.0
             if value is not None:
                 operand = np.zeros(max(4, layout.slices(value.size) * 4), np.float32)
                 operand[: value.size] = value.ravel()
-            steps.append(FusedStep((BINARY[name], form, int(step.inputs[0] != t), act), 0.0, operand))
+            elif form == FORM["PADDED"]:  # the PAD's input, and how many channels it has
+                operand = view.sg.operators[plan.padded_operands[ri]].inputs[0]
+                param = float(view.shape(operand)[-1])
+            steps.append(FusedStep((BINARY[name], form, int(step.inputs[0] != t), act), param, operand))
         t = step.outputs[0]
     return t, steps
 

@@ -94,6 +94,8 @@ STEP_INLINE float4 quantize4(float4 x, float4 q) {
 // index i) or FORM_SCALAR; swap puts the operand first; act is the binary op's fused activation.
 // FORM_GATE: the binary op of v and a unary op of v (SiLU), swap = 2 x the unary op's code, + 1
 // when the unary op's result is the first operand; p is the unary op's parameter.
+// FORM_PADDED: a FORM_TENSOR operand that holds only the first p channels (batch 1, so index i
+// is the same in both), zero after them: a channel PAD's input, the PAD merged away.
 // The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
 // `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
 // `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
@@ -114,7 +116,10 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
     float4 g = unary4(v, e.z >> 1, p);
     return activate(e.z & 1 ? binary4(g, v, e.x) : binary4(v, g, e.x), e.w);
   }
-  float4 u = e.y == FORM_CHANNEL ? LOAD4(s, o) : (e.y == FORM_TENSOR ? LOAD4(i, o) : (float4)(LOAD1(0, o)));
+  float4 u = e.y == FORM_CHANNEL ? LOAD4(s, o)
+           : e.y == FORM_TENSOR ? LOAD4(i, o)
+           : e.y == FORM_PADDED ? (s * 4 < (int)p ? mask_lanes(LOAD4(i, o), s, (int)p) : (float4)(0.0f))
+                                : (float4)(LOAD1(0, o));
   return activate(e.z ? binary4(u, v, e.x) : binary4(v, u, e.x), e.w);
 }
 
