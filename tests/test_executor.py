@@ -205,6 +205,28 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
     assert_matches(single(build))
 
 
+@pytest.mark.parametrize(
+    ("batch", "height", "width", "cin", "cout", "padding"),
+    [(1, 3, 3, 5, 7, "VALID"), (2, 2, 4, 8, 17, "VALID"), (1, 6, 6, 3, 1, "VALID"), (1, 1, 1, 9, 6, "SAME")],
+)
+def test_a_conv_over_its_whole_input_runs_as_a_1x1(
+    batch: int, height: int, width: int, cin: int, cout: int, padding: str
+) -> None:
+    """A model's last layers: one output position whose window is the whole input runs as a 1x1
+    conv over the input's slices, with the weights in the buffer's order."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [batch, height, width, cin])
+        opts = dict(padding=padding, stride_w=2, stride_h=1, fused_activation_function="RELU")
+        wt = g.const("w", w(cout, height, width, cin))
+        return g.op("CONV_2D", [x, wt, g.const("b", w(cout))], [batch, 1, 1, cout], options=opts)
+
+    assert_matches(single(build))
+    assert [ln.kernel.split("_fused")[0] for ln in Executor(single(build), DEVICE).launches] == [
+        f"conv1x1_o{conv_module.conv_blocking(True, -(-cout // 4), 1)[0]}_p1"
+    ]
+
+
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("cout", [5, 16, 17])
 def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
