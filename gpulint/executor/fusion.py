@@ -206,14 +206,21 @@ def channel_pad(view: GraphView, t: int) -> int | None:
     if pi is None or t in sg.outputs or len(view.readers.get(t, [])) != 1:
         return None
     op = sg.operators[pi]
-    pads = view.const(op.inputs[1]) if view.name(op) in ("PAD", "PADV2") and len(op.inputs) > 1 else None
-    fill = view.float_const(op.inputs[2]) if len(op.inputs) > 2 else None
-    shape = view.shape(op.inputs[0])
-    if pads is None or np.shape(pads) != (len(shape), 2) or len(shape) != 4 or shape[0] != 1:
+    pads, shape = zero_pads(view, op), view.shape(op.inputs[0])
+    if pads is None or pads.shape != (4, 2) or len(shape) != 4 or shape[0] != 1:
         return None
-    if pads[:-1].any() or pads[-1][0] != 0 or pads[-1][1] <= 0 or (fill is not None and fill.any()):
+    if pads[:-1].any() or pads[-1][0] != 0 or pads[-1][1] <= 0:
         return None
     return pi
+
+
+def zero_pads(view: GraphView, op: Operator) -> np.ndarray | None:
+    """A PAD or PADV2 op's constant paddings ([rank, 2]) when it pads with zeros, else None."""
+    if view.name(op) not in ("PAD", "PADV2") or len(op.inputs) < 2:
+        return None
+    pads = view.const(op.inputs[1])
+    fill = view.float_const(op.inputs[2]) if len(op.inputs) > 2 else None
+    return None if pads is None or (fill is not None and fill.any()) else np.asarray(pads)
 
 
 def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[FusedStep]]:
@@ -267,12 +274,8 @@ def plan_pad_merges(view: GraphView) -> dict[int, tuple[int, int, int]]:
         pi = view.producer.get(x)
         if pi is None or x in sg.outputs or view.readers.get(x) != [oi]:
             continue
-        pad_op = sg.operators[pi]
-        pads = view.const(pad_op.inputs[1]) if len(pad_op.inputs) > 1 else None
-        fill = view.float_const(pad_op.inputs[2]) if len(pad_op.inputs) > 2 else None
-        if view.name(pad_op) not in ("PAD", "PADV2") or pads is None or np.shape(pads) != (4, 2):
-            continue
-        if pads[0].any() or pads[3].any() or (pads < 0).any() or (fill is not None and fill.any()):
+        pads = zero_pads(view, sg.operators[pi])
+        if pads is None or pads.shape != (4, 2) or pads[0].any() or pads[3].any() or (pads < 0).any():
             continue
         merges[oi] = (pi, int(pads[1][0]), int(pads[2][0]))
     return merges
