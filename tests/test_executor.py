@@ -210,10 +210,12 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
     [(1, 3, 3, 5, 7, "VALID"), (2, 2, 4, 8, 17, "VALID"), (1, 6, 6, 3, 1, "VALID"), (1, 1, 1, 9, 6, "SAME")],
 )
 def test_a_conv_over_its_whole_input_runs_as_a_1x1(
-    batch: int, height: int, width: int, cin: int, cout: int, padding: str
+    batch: int, height: int, width: int, cin: int, cout: int, padding: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model's last layers: one output position whose window is the whole input runs as a 1x1
-    conv over the input's slices, with the weights in the buffer's order."""
+    conv over the input's slices, with the weights in the buffer's order (its sum not split, as
+    a GPU would: test_conv1x1_split_as_a_gpu_runs_it)."""
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 1)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [batch, height, width, cin])
@@ -223,7 +225,7 @@ def test_a_conv_over_its_whole_input_runs_as_a_1x1(
 
     assert_matches(single(build))
     assert [ln.kernel.split("_fused")[0] for ln in Executor(single(build), DEVICE).launches] == [
-        f"conv1x1_o{conv_module.conv_blocking(True, -(-cout // 4), 1)[0]}_p1"
+        f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1)[0]}_p1"
     ]
 
 
@@ -231,8 +233,10 @@ def test_a_conv_over_its_whole_input_runs_as_a_1x1(
 @pytest.mark.parametrize("cout", [5, 16, 17])
 def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU's blocking (one output slice and position per item) and plain kernel (nothing
-    fuses: a constant the output's shape is no fusable operand), on whatever device this is."""
+    fuses: a constant the output's shape is no fusable operand), on whatever device this is;
+    its sums not split (test_conv_split_as_a_gpu_runs_it)."""
     monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 1)
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
@@ -246,6 +250,129 @@ def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPa
     assert_matches(single(build))
     kernels = [ln.kernel for ln in Executor(single(build), DEVICE).launches]
     assert kernels == [f"conv{'1x1' if k == 1 else ''}_o1{'_p1' if k == 1 else ''}", "binary"]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16", "fp16"])
+@pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
+@pytest.mark.parametrize(
+    ("shape", "cin", "cout", "splits"),
+    [
+        ([1, 7, 7], 40, 9, 4),  # 49 positions: a second group of 32 lanes mostly idle; 10 slices over 4 splits
+        ([2, 3, 5], 64, 4, 8),  # batch 2; 15 positions in a group of 16 lanes, 16 slices over 8
+        ([1, 1, 1], 100, 6, 2),  # one position (a FULLY_CONNECTED's row)
+    ],
+)
+def test_conv1x1_split_as_a_gpu_runs_it(
+    shape: list[int], cin: int, cout: int, splits: int, looped: bool, precision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU's 1x1 conv with its sum over input slices split across a work group's items
+    (conv1x1_split), with a fused ADD and activation, on whatever device this is."""
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
+    monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
+    out = [*shape, cout]
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [*shape, cin])
+        opts = dict(padding="VALID", stride_w=1, stride_h=1, fused_activation_function="RELU6")
+        conv = g.op("CONV_2D", [x, g.const("w", w(cout, 1, 1, cin)), g.const("b", w(cout))], out, options=opts)
+        return g.op("ADD", [conv, g.input("r", out)], out, options=dict(fused_activation_function="RELU"))
+
+    model = single(build)
+    split = Executor(model, DEVICE, precision)
+    if precision == "fp16":  # F16 sums one rounding per step in the delegate's order: never split
+        assert [ln.kernel for ln in split.launches] == ["conv1x1_o1_p1_fused"]
+        return
+    assert [ln.kernel for ln in split.launches] == ["conv1x1_split_fused"]
+    if precision == "fp32":
+        assert_matches(model)
+        return
+    # Half steps' rounding is past the bound against LiteRT's float at 40 channels, with or
+    # without the split: held against the unsplit kernel at the same precision instead.
+    x = [RNG.uniform(-2, 2, [*shape, cin]).astype(np.float32), RNG.uniform(-2, 2, out).astype(np.float32)]
+    got = split.run(x)[0]
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 1)
+    whole = Executor(model, DEVICE, precision)
+    assert [ln.kernel for ln in whole.launches] == ["conv1x1_o1_p1_fused"]
+    expected = whole.run(x)[0]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=2e-3 * max(1.0, float(np.abs(expected).max())))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp32-fp16"])
+@pytest.mark.parametrize("looped", [False, True], ids=["inline", "looped"])
+@pytest.mark.parametrize(
+    ("size", "cin", "k", "stride", "padding", "splits"),
+    [
+        (4, 64, 3, 1, "SAME", 8),  # 16 slices over 8 splits; every column's window at an edge
+        (11, 20, 3, 2, "SAME", 4),  # 5 slices over 4: one split sums two, three one
+        (13, 9, 5, 1, "VALID", 2),  # a partial slice; interior columns take the fixed-distance path
+    ],
+)
+def test_conv_split_as_a_gpu_runs_it(
+    size: int,
+    cin: int,
+    k: int,
+    stride: int,
+    padding: str,
+    splits: int,
+    looped: bool,
+    precision: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU's windowed conv with its sum over input slices split across a work group's items
+    (conv_split), a fused ADD and activation, on whatever device this is."""
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
+    monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
+    o = out_size(size, k, stride, 1, padding)
+    out = [2, o, o, 6]
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [2, size, size, cin])
+        opts = dict(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function="RELU")
+        conv = g.op("CONV_2D", [x, g.const("w", w(6, k, k, cin)), g.const("b", w(6))], out, options=opts)
+        return g.op("ADD", [conv, g.input("r", out)], out)
+
+    model = single(build)
+    assert [ln.kernel for ln in Executor(model, DEVICE, precision).launches] == ["conv_split_fused"]
+    assert [ln.kernel for ln in Executor(model, DEVICE, "fp16").launches] == ["conv_o1_fused"]  # F16: never split
+    if precision == "fp32":
+        assert_matches(model)
+        return
+    x = [RNG.uniform(-2, 2, [2, size, size, cin]).astype(np.float32), RNG.uniform(-2, 2, out).astype(np.float32)]
+    got = Executor(model, DEVICE, precision).run(x)[0]
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 1)
+    expected = Executor(model, DEVICE, precision).run(x)[0]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=2e-3 * max(1.0, float(np.abs(expected).max())))
+
+
+class FakeGPU:
+    """What gpu_splits reads of a device: an H100's 132 compute units."""
+
+    cpu = False
+
+    class device:  # pyopencl's attribute name
+        max_compute_units = 132
+
+
+@pytest.mark.parametrize(
+    ("outputs", "in_slices", "taps", "lanes", "expected"),
+    [
+        (7 * 7 * 48, 288, 1, 32, 8),  # pose_detection's 7x7 1x1, 1152 -> 192: 2,352 items, split 8 (the group's 256)
+        (16, 288, 1, 1, 64),  # a FULLY_CONNECTED row of 1152 -> 64: 4 or more slices per item
+        (14 * 14 * 48, 12, 1, 32, 2),  # 12 slices: 6 per item at 2 splits, 3 at 4
+        (128 * 128 * 8, 64, 1, 32, 1),  # 131,072 items already: no split
+        (32, 16, 9, 1, 16),  # iris_landmark's 2x2 3x3 conv, 64 -> 64: 32 items, a slice (9 taps) per split
+        (32, 1, 9, 1, 1),  # one input slice: nothing to split
+    ],
+)
+def test_gpu_splits_only_where_a_gpu_has_too_few_items(
+    outputs: int, in_slices: int, taps: int, lanes: int, expected: int
+) -> None:
+    assert conv_module.gpu_splits(FakeGPU(), outputs, in_slices, taps, lanes) == expected  # type: ignore[arg-type]
+    cpu = FakeGPU()
+    cpu.cpu = True  # a CPU device never splits: its items already loop over blocks
+    assert conv_module.gpu_splits(cpu, outputs, in_slices, taps, lanes) == 1  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -1132,17 +1259,20 @@ def test_batch_matmul_variants(
     assert_matches(single(matmul), precision="fp32-fp16")
 
 
-@pytest.mark.parametrize("blocking", ["cpu", "gpu"])
+@pytest.mark.parametrize("blocking", ["cpu", "gpu", "gpu_split"])
 @pytest.mark.parametrize(("c", "groups", "k"), [(16, 2, 1), (32, 4, 3), (8, 2, 3), (16, 2, 3)])
 def test_slice_aligned_groups_read_only_their_slices(
     c: int, groups: int, k: int, blocking: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Groups of whole slices run as the delegate's grouped ConvGeneric: weights of one group's
     inputs, each output block reading its group's input slices (gs = slices per group), with
-    a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's."""
-    if blocking == "gpu":
+    a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's,
+    with its sums split over two items or not."""
+    if blocking.startswith("gpu"):
         monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
+        splits = 2 if blocking == "gpu_split" else 1
+        monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, c])
@@ -1153,21 +1283,25 @@ def test_slice_aligned_groups_read_only_their_slices(
 
     assert_matches(single(build))
     (launch,) = Executor(single(build), DEVICE).launches  # input_launches hold the input's conversion
+    assert ("split" in launch.kernel) == (blocking == "gpu_split")
     gs = launch.args[7]
     assert (int(gs["x"]), int(gs["y"])) == (c // groups // 4, c // groups // 4)
 
 
-@pytest.mark.parametrize("blocking", ["cpu", "gpu"])
+@pytest.mark.parametrize("blocking", ["cpu", "gpu", "gpu_split"])
 @pytest.mark.parametrize(
     ("cin", "cout", "k", "stride", "padding"), [(6, 5, 1, 1, "VALID"), (8, 16, 3, 1, "SAME"), (5, 9, 3, 2, "VALID")]
 )
 def test_conv2d_with_runtime_weights(
     cin: int, cout: int, k: int, stride: int, padding: str, blocking: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Weights that are an input: put in the kernel's order by a copy on the device each run."""
-    if blocking == "gpu":
+    """Weights that are an input: put in the kernel's order by a copy on the device each run
+    (with a GPU's blocking, its sums split over two items or not)."""
+    if blocking.startswith("gpu"):
         monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
+        splits = 2 if blocking == "gpu_split" else 1
+        monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
     o = out_size(9, k, stride, 1, padding)
 
     def build(g: SubgraphBuilder) -> int:

@@ -50,6 +50,7 @@ def asked_for() -> set[str]:
     for ob, fused in itertools.product((1, 2, 4), ("", "_fused")):
         names.add(f"conv_o{ob}{fused}")
         names |= {f"conv1x1_o{ob}_p{px}{fused}" for px in (1, conv.PX)}
+        names |= {f"conv1x1_split{fused}", f"conv_split{fused}"}  # a GPU's split sums: one output slice per item
     for rows, registers, fused in itertools.product(
         (1, 2), ("", "_k1s1", "_k3s1", "_k5s1", "_k1s2", "_k3s2", "_k5s2"), ("", "_fused")
     ):

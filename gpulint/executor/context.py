@@ -23,6 +23,7 @@ class LowerContext:
     buffers: Buffers
     device: Device
     half: bool  # tensors stored as half
+    half_accum: bool = False  # conv sums rounded to half at each step (F16): their order is the delegate's
 
     def shape(self, t: int) -> list[int]:
         return self.view.shape(t)

@@ -67,7 +67,7 @@ class Executor:
                 for pad in (plan.padded_operands[ri] for ri in chain if ri in plan.padded_operands):
                     self.pool.reads_later(self.sg.operators[pad].inputs[0], oi)
         self.buffers = Buffers(device, self.dtype, view, self.pool)
-        lowered = lower(prepared, LowerContext(view, plan, self.buffers, device, mode.half_storage))
+        lowered = lower(prepared, LowerContext(view, plan, self.buffers, device, mode.half_storage, mode.half_accum))
         self.input_launches = lowered.input_launches  # raw input -> slices, before `launches`
         self.launches = lowered.launches
         self.raw_inputs = lowered.raw_inputs  # graph input -> its buffer as given (float, BHWC)

@@ -9,6 +9,7 @@ import numpy as np
 
 from gpulint.executor import layout
 from gpulint.executor.context import LowerContext
+from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.fusion import Epilogue
 from gpulint.executor.graph import OpView
@@ -33,6 +34,34 @@ def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]
 
 
 PX = 6  # positions per 1x1-conv work item on a CPU device (conv.cl.j2's conv1x1_o*_p6)
+
+# The most items in a split conv's work group (conv1x1_split, conv_split), and the fewest input
+# slices times window taps each item sums: below that the halving in local memory costs more
+# than the sum it splits.
+GROUP = 256
+SPLIT_WORK = 4
+
+
+def gpu_splits(device: Device, outputs: int, in_slices: int, taps: int, lanes: int = 1) -> int:
+    """How many items share each output's sum over `in_slices` input slices (at `taps` window
+    taps each) in a conv of `outputs` output items, in work groups of `lanes` outputs x splits;
+    1: one item per output, the plain kernels. On a GPU a sum is split until the layer has about
+    512 items per compute unit (an H100's 132 units run 2,048 each), so that a small plane with
+    many channels is not a few thousand items each making hundreds of dependent loads: pose_detection's
+    7x7 1x1 convs of 1,152 channels took 105 us as 2,352 items, iris_landmark's 2x2 3x3 convs 50 us
+    as 32. A CPU device never splits: its items already loop over blocks on every core."""
+    if device.cpu:
+        return 1
+    target = 512 * int(device.device.max_compute_units)
+    splits = 1
+    while (
+        lanes * splits * 2 <= GROUP
+        and splits * 2 <= in_slices  # the split is over slices: every item sums one at least
+        and in_slices * taps >= SPLIT_WORK * splits * 2
+        and outputs * splits < target
+    ):
+        splits *= 2
+    return splits
 
 
 def conv2d(cx: LowerContext, op: OpView) -> list[Launch]:
@@ -148,12 +177,24 @@ def conv_launch(
     tail, suffix = (epilogue.args, "_fused") if epilogue else ([], "")
     defines = epilogue.defines(act) if epilogue else ""
     if pointwise:
+        args = [*head, np.int32(c), int2(*gs), np.int32(act)]
+        lanes = min(32, 1 << max(h * wd - 1, 0).bit_length())  # positions per group, adjacent in memory
+        splits = gpu_splits(cx.device, b * so * h * wd, gs[0], 1, lanes)
+        if splits > 1 and ob == px == 1 and not cx.half_accum:  # F16 sums in the delegate's order
+            size = (-(-h * wd // lanes) * lanes, splits, b * groups)
+            args += [opencl().LocalMemory(16 * lanes * splits), *tail]
+            local = (lanes, splits, 1)
+            return [*launches, cx.launch(oi, f"conv1x1_split{suffix}", args, size, defines, local)]
         grid = (-(-h * wd // px), b * groups)
-        args = [*head, np.int32(c), int2(*gs), np.int32(act), *tail]
-        return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args, grid, defines)]
+        return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args + tail, grid, defines)]
     zeros = cx.buffers.placeholder()  # four zeros: what a column outside the input reads
     shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act), zeros]
     size = (-(-wd // 4), h, b * groups)
+    splits = gpu_splits(cx.device, size[0] * h * b * groups, gs[0], kh * kw)
+    if splits > 1 and ob == 1 and not cx.half_accum:
+        args = [*head, *shape_args, opencl().LocalMemory(16 * 4 * splits), *tail]
+        size, local = (size[0] * splits, h, b * groups), (splits, 1, 1)
+        return [*launches, cx.launch(oi, f"conv_split{suffix}", args, size, defines, local)]
     return [*launches, cx.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, size, defines)]
 
 
