@@ -205,6 +205,67 @@ def test_conv2d_on_wide_rows(cin: int, cout: int, k: int, stride: int, padding: 
     assert_matches(single(build))
 
 
+@pytest.mark.parametrize("cin", [1, 2, 3, 4])
+@pytest.mark.parametrize(
+    ("batch", "size", "k", "stride", "padding", "pad_op"), [(2, 13, 3, 2, "SAME", False), (1, 9, 5, 1, "VALID", True)]
+)
+def test_a_first_conv_reads_the_input_as_given(
+    cin: int, batch: int, size: int, k: int, stride: int, padding: str, pad_op: bool
+) -> None:
+    """A graph input whose one reader is a conv (through a merged PAD too) is not converted to
+    slices first: conv_o's `_raw` kernel reads it as the caller gives it, lanes past its
+    channels as zero. Against LiteRT, and with a NaN in the second batch's first value, which a
+    conv reading past the first batch's last pixel would spread to the first batch."""
+    o = out_size(size + (2 if pad_op else 0), k, stride, 1, padding)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [batch, size, size, cin])
+        if pad_op:
+            paddings = g.const("p", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+            x = g.op("PAD", [x, paddings], [batch, size + 2, size + 2, cin])
+        opts = dict(padding=padding, stride_w=stride, stride_h=stride, fused_activation_function="RELU6")
+        return g.op("CONV_2D", [x, g.const("w", w(8, k, k, cin)), g.const("b", w(8))], [batch, o, o, 8], options=opts)
+
+    model = single(build)
+    ex = Executor(model, DEVICE)
+    assert ex.input_launches == [] and [ln.kernel.split("_raw")[1] for ln in ex.launches] in (["_fused"], [""])
+    x = RNG.uniform(-2, 2, [batch, size, size, cin]).astype(np.float32)
+    assert_matches(model, [x])
+    if batch == 2:  # batch 1's first value: read past its last pixel's channels, batch 0's outputs would be NaN
+        x[1, 0, 0, 0] = np.nan
+        got, expected = ex.run([x])[0], litert(model, [x])[0]
+        assert np.isnan(expected[1]).any() and not np.isnan(expected[0]).any()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+
+
+@pytest.mark.parametrize("case", ["two_readers", "pointwise", "grouped", "half", "split"])
+def test_an_input_a_conv_cannot_read_as_given_is_converted(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the `_raw` kernel does not apply, the input is put in slices first: at the start
+    (two readers, a grouped conv run as a depthwise one, half storage) or by the conv itself,
+    just before it (a 1x1 conv, a GPU's split sum)."""
+    if case == "split":
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 2)
+    cin, k = (4, 1) if case == "pointwise" else (4, 3)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 9, 9, cin])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        filter_in = 1 if case == "grouped" else cin
+        conv = g.op("CONV_2D", [x, g.const("w", w(4, k, k, filter_in)), g.const("b", w(4))], [1, 9, 9, 4], options=opts)
+        return g.op("ADD", [conv, x], [1, 9, 9, 4]) if case == "two_readers" else conv
+
+    model = single(build)
+    precision = "fp32-fp16" if case == "half" else "fp32"
+    assert_matches(model, precision=precision)
+    ex = Executor(model, DEVICE, precision)
+    kernels = [ln.kernel for ln in ex.launches]
+    assert not any("_raw" in name for name in kernels)
+    converted_first = case in ("two_readers", "grouped", "half")
+    assert [ln.kernel for ln in ex.input_launches] == (["input_to_slices"] if converted_first else [])
+    assert (kernels[0] == "input_to_slices") == (not converted_first)
+
+
 @pytest.mark.parametrize(
     ("batch", "height", "width", "cin", "cout", "padding"),
     [(1, 3, 3, 5, 7, "VALID"), (2, 2, 4, 8, 17, "VALID"), (1, 6, 6, 3, 1, "VALID"), (1, 1, 1, 9, 6, "SAME")],
@@ -224,7 +285,8 @@ def test_a_conv_over_its_whole_input_runs_as_a_1x1(
         return g.op("CONV_2D", [x, wt, g.const("b", w(cout))], [batch, 1, 1, cout], options=opts)
 
     assert_matches(single(build))
-    assert [ln.kernel.split("_fused")[0] for ln in Executor(single(build), DEVICE).launches] == [
+    launches = Executor(single(build), DEVICE).launches  # a 1x1 conv puts an input of <= 4 channels in slices
+    assert [ln.kernel.split("_fused")[0] for ln in launches if ln.kernel != "input_to_slices"] == [
         f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1)[0]}_p1"
     ]
 
@@ -1267,12 +1329,12 @@ def test_slice_aligned_groups_read_only_their_slices(
     """Groups of whole slices run as the delegate's grouped ConvGeneric: weights of one group's
     inputs, each output block reading its group's input slices (gs = slices per group), with
     a CPU's blocking (up to 4 output slices per item, cut to what a group holds) and a GPU's,
-    with its sums split over two items or not."""
+    with its sums split over two items or not (whatever the device is)."""
+    splits = 2 if blocking == "gpu_split" else 1
+    monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
     if blocking.startswith("gpu"):
         monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
-        splits = 2 if blocking == "gpu_split" else 1
-        monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, c])

@@ -3,17 +3,17 @@ device. An op lowering reads these and returns its launches; it never reaches th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpulint.executor import fusion, program
+from gpulint.executor import fusion, layout, program
 from gpulint.executor.buffers import Buffers
 from gpulint.executor.device import Device
 from gpulint.executor.fusion import Epilogue, FusionPlan
 from gpulint.executor.graph import GraphView
-from gpulint.executor.launch import Launch, int2, new_launch
+from gpulint.executor.launch import Launch, grid, int2, int4, new_launch
 
 
 @dataclass
@@ -24,6 +24,9 @@ class LowerContext:
     device: Device
     half: bool  # tensors stored as half
     half_accum: bool = False  # conv sums rounded to half at each step (F16): their order is the delegate's
+    # Graph inputs a conv may read as the caller gives them (float BHWC, at most 4 channels),
+    # each in its own buffer: the conv takes it as is, or converts it first (input_slices).
+    given: dict[int, Any] = field(default_factory=dict)
 
     def shape(self, t: int) -> list[int]:
         return self.view.shape(t)
@@ -33,6 +36,13 @@ class LowerContext:
 
     def float_const(self, t: int) -> np.ndarray | None:
         return self.view.float_const(t)
+
+    def input_slices(self, t: int, raw: Any) -> Launch:
+        """The launch that puts graph input `t`, as given in buffer `raw`, into its sliced buffer,
+        as the delegate converts its inputs on the GPU (op -1 in the timings)."""
+        shape = self.shape(t)
+        args = [raw, self.buffers.tensor(t), int4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
+        return new_launch(self.device, -1, "input to slices", "input_to_slices", args, grid(shape, 8))
 
     def launch(
         self,

@@ -1,7 +1,8 @@
 """Lowering: every op of the prepared model becomes launches, once, in op order.
 
 Graph inputs first: each arrives as the caller gives it (float, BHWC) in a buffer of its own,
-and a kernel puts it in slices. Then each op through ops.LOWER, except those that run inside
+and a kernel puts it in slices, unless its one reader is a conv that can read it as given
+(`read_as_given`: a first layer of up to 4 channels). Then each op through ops.LOWER, except those that run inside
 another op's kernel (the fusion plan) and the int8 interface's DEQUANTIZE / QUANTIZE (the host
 converts those); after each op the buffers it read last go back to the pool. An op the
 executor cannot run is collected, not fatal, so that one Unlowered names them all.
@@ -14,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from gpulint.executor import layout, movement
+from gpulint.executor import movement
 from gpulint.executor.context import LowerContext
 from gpulint.executor.errors import DeviceError, ExecutorError, Unlowered
-from gpulint.executor.launch import Launch, grid, int4, new_launch
+from gpulint.executor.launch import Launch
 from gpulint.executor.ops import LOWER
 from gpulint.executor.prepare import Prepared, source_name
 
@@ -33,7 +34,11 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
     sg = cx.view.sg
     done = Lowered()
     for t in sg.inputs:
-        input_launch(cx, prepared.edges_in.get(t, (t, None))[0], done)
+        target = prepared.edges_in.get(t, (t, None))[0]
+        if read_as_given(cx, target):
+            done.raw_inputs[target] = cx.given[target] = raw_buffer(cx, target)
+        else:
+            input_launch(cx, target, done)
     missing: dict[str, str] = {}
     unlowered: list[tuple[list[str], str, str]] = []  # (output names, op, reason) per op
     absorbed = cx.plan.absorbed
@@ -64,15 +69,42 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
     return done
 
 
+def raw_buffer(cx: LowerContext, t: int) -> Any:
+    """Graph input `t`'s own buffer, which the host writes as the caller gives it."""
+    try:
+        return cx.buffers.raw(4 * int(np.prod(cx.shape(t))))
+    except DeviceError as e:
+        raise DeviceError(f"input {cx.view.sg.tensors[t].name}: {e}") from None
+
+
 def input_launch(cx: LowerContext, t: int, done: Lowered) -> None:
     """Graph input `t`'s own buffer and the kernel that puts it in slices, as the delegate
     converts its inputs on the GPU. On the host (pad, transpose, convert, copy) that took
     0.3 ms of a 1.9 ms hand_recrop run. Its launch is op -1 in the timings."""
-    shape = cx.shape(t)
+    raw = done.raw_inputs[t] = raw_buffer(cx, t)
     try:
-        raw = done.raw_inputs[t] = cx.buffers.raw(4 * int(np.prod(shape)))
-        args = [raw, cx.buffers.tensor(t), int4(layout.dims4(shape)), np.int32(layout.bhwc(shape)[3])]
+        done.input_launches.append(cx.input_slices(t, raw))
     except DeviceError as e:
         raise DeviceError(f"input {cx.view.sg.tensors[t].name}: {e}") from None
-    launch = new_launch(cx.device, -1, "input to slices", "input_to_slices", args, grid(shape, 8))
-    done.input_launches.append(launch)
+
+
+def read_as_given(cx: LowerContext, t: int) -> bool:
+    """May graph input `t` reach its reader as the caller gives it? When its one reader is a
+    CONV_2D (directly or through a PAD merged into it) that is not grouped, it has 4 channels or
+    fewer (one slice, whose missing lanes the conv skips) and tensors are float: conv_o's `_raw`
+    kernels read it so. The conv converts it itself where its kernel cannot (ops/conv.py)."""
+    view = cx.view
+    shape = cx.shape(t)
+    if cx.half or len(shape) != 4 or shape[3] > 4 or t in view.sg.outputs:
+        return False
+    readers = view.readers.get(t, [])
+    if len(readers) != 1:
+        return False
+    (ri,) = readers
+    merged = [ci for ci, (pad_op, _, _) in cx.plan.pad_merges.items() if pad_op == ri]
+    reader = merged[0] if merged else ri
+    op = view.sg.operators[reader]
+    if view.name(op) != "CONV_2D" or not (merged or op.inputs[0] == t):
+        return False
+    filter_shape = cx.shape(op.inputs[1])  # not grouped: a grouped conv may run as a depthwise one
+    return len(filter_shape) == 4 and filter_shape[3] == shape[3]

@@ -113,11 +113,13 @@ def conv_with(
     out, epilogue = cx.epilogue(op.index)
     geometry = (kw, kh, sw, sh, dw, dh)
     dst = cx.buffers.tensor(out)
-    src = cx.buffers.tensor(x)
     one_window = tuple(pad.tolist()) == (0, 0) and layout.bhwc(ys)[1:3] == (1, 1) and layout.bhwc(xs)[1:3] == (kh, kw)
     if isinstance(w, np.ndarray) and group_slices is None and one_window:
         w, xs = window_as_channels(w), [layout.bhwc(xs)[0], 1, 1, layout.size(xs) // layout.bhwc(xs)[0]]
         geometry = (1, 1, 1, 1, 1, 1)
+    if x in cx.given:  # a graph input as the caller gives it (lowering.read_as_given)
+        return conv_launch(cx, op.index, x, w, b, dst, (xs, ys), geometry, pad, op.act, epilogue, group_slices)
+    src = cx.buffers.tensor(x)
     return conv_launch(cx, op.index, src, w, b, dst, (xs, ys), geometry, pad, op.act, epilogue, group_slices)
 
 
@@ -137,7 +139,7 @@ def window_as_channels(w: np.ndarray) -> np.ndarray:
 def conv_launch(
     cx: LowerContext,
     oi: int,
-    src: Any,
+    src: Any | int,
     w: np.ndarray | int,
     bias: np.ndarray,
     dst: Any,
@@ -152,7 +154,9 @@ def conv_launch(
     1x1 conv with stride 1 and no padding runs as a matrix product over the H*W plane.
     `group_slices`: a grouped conv's (input, output) slices per group; `w` then holds one
     group's input channels. `w` as a tensor index: runtime weights, put in the kernel's
-    order by a copy on the device each run (the delegate converts them with a kernel too)."""
+    order by a copy on the device each run (the delegate converts them with a kernel too).
+    `src` as a tensor index: a graph input as the caller gives it (LowerContext.given), read so
+    by conv_o's `_raw` kernels, else put in slices by a launch of its own first."""
     xs, ys = shapes
     kw, kh, sw, sh, dw, dh = geometry
     b, h, wd, c = layout.bhwc(ys)
@@ -167,8 +171,20 @@ def conv_launch(
     padded = np.zeros(groups * ob * 4, np.float32)
     padded[: len(bias)] = bias
     launches: list[Launch] = []
+    windowed = (-(-wd // 4), h, b * groups)  # conv_o's items: 4 columns of one row, a block of slices
+    splits = gpu_splits(cx.device, windowed[0] * h * b * groups, gs[0], kh * kw)
+    raw = ""
+    if isinstance(src, int):
+        t, src = src, cx.given[src]
+        if pointwise or (splits > 1 and ob == 1 and not cx.half_accum):
+            launches.append(cx.input_slices(t, src))  # only conv_o has a `_raw` kernel
+            src = cx.buffers.tensor(t)
+        else:
+            raw = f"#define RAW_C {layout.bhwc(xs)[3]}\n"
+            splits = 1
     if isinstance(w, int):
-        weights, launches = runtime_conv_weights(cx, oi, w, ob)
+        weights, more = runtime_conv_weights(cx, oi, w, ob)
+        launches += more
     else:
         weights = cx.buffers.weights(conv_weights(w, ob))
     bias_buffer = cx.buffers.upload(padded, writable=False)
@@ -189,13 +205,12 @@ def conv_launch(
         return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args + tail, grid, defines)]
     zeros = cx.buffers.placeholder()  # four zeros: what a column outside the input reads
     shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act), zeros]
-    size = (-(-wd // 4), h, b * groups)
-    splits = gpu_splits(cx.device, size[0] * h * b * groups, gs[0], kh * kw)
     if splits > 1 and ob == 1 and not cx.half_accum:
         args = [*head, *shape_args, opencl().LocalMemory(16 * 4 * splits), *tail]
-        size, local = (size[0] * splits, h, b * groups), (splits, 1, 1)
+        size, local = (windowed[0] * splits, h, b * groups), (splits, 1, 1)
         return [*launches, cx.launch(oi, f"conv_split{suffix}", args, size, defines, local)]
-    return [*launches, cx.launch(oi, f"conv_o{ob}{suffix}", head + shape_args + tail, size, defines)]
+    name = f"conv_o{ob}{'_raw' if raw else ''}{suffix}"
+    return [*launches, cx.launch(oi, name, head + shape_args + tail, windowed, raw + defines)]
 
 
 LOWER = {"CONV_2D": conv2d}
