@@ -241,8 +241,9 @@ def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypat
     monkeypatch.setattr(cl, "enqueue_nd_range_kernel", no_launch)
     r = runner.invoke(app, ["verify", str(path)])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    # the kernel depends on the device (conv_o2_fused on a CPU, conv_o1 on a GPU)
-    assert re.search(r"op 0 CONV_2D \(kernel conv_o\d(_fused)?\) failed to launch", r.stderr)
+    # the kernel depends on the device (conv_o2_raw_fused on a CPU, conv_o1_raw on a GPU: its
+    # 3-channel input read as given)
+    assert re.search(r"op 0 CONV_2D \(kernel conv_o\d_raw(_fused)?\) failed to launch", r.stderr)
     assert "OUT_OF_RESOURCES" in r.stderr
     monkeypatch.undo()
 
@@ -256,7 +257,8 @@ def test_device_faults_are_errors_naming_device_and_op(tmp_path: Path, monkeypat
     monkeypatch.setattr(cl, "Buffer", no_memory)
     r = runner.invoke(app, ["verify", str(path)])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert "input image: " in r.stderr and "cannot allocate" in r.stderr  # the first buffer made: the input's
+    # the first buffer made from host data: the conv's zeroed output (its 3-channel input is read as given)
+    assert "op 0 CONV_2D: " in r.stderr and "cannot allocate" in r.stderr
     assert "MEM_OBJECT_ALLOCATION_FAILURE" in r.stderr and "cannot run" not in r.stderr
 
 
