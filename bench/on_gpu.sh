@@ -2,7 +2,7 @@
 # The executor on a lent NVIDIA machine (the `device` tool): nothing can be fetched there, so the
 # Python packages gpulint needs travel as wheels in .whl/ and the corpus in .devmodels/ (both in
 # .git/info/exclude; see README "On a real GPU"). Writes what it measures under $OUT.
-#   usage (on the device machine, repo root): bash bench/on_gpu.sh [probe|bench|profile|tests|all]
+#   usage (on the device machine, repo root): bash bench/on_gpu.sh [probe|bench|profile|launches|tests|all]
 set -u
 what=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -31,6 +31,9 @@ if [[ $what == profile || $what == all ]]; then  # per-op kernel times, one JSON
   for p in fp32 fp16; do for m in .devmodels/mediapipe/*.tflite; do
     python3 -m gpulint bench "$m" --precision $p --no-start --format json | tr -d '\n'; echo
   done; done > "$OUT/profile.jsonl"
+fi
+if [[ $what == launches || $what == all ]]; then  # run vs enqueue loop vs kernels, per model
+  python3 bench/launch_cost.py 300 .devmodels/mediapipe/*.tflite 2>&1 | tee "$OUT/launches.txt"
 fi
 if [[ $what == tests || $what == all ]]; then
   timeout ${TEST_LIMIT:-300} python3 -m pytest -q --maxfail=40 -p no:cacheprovider -n 8 ${TESTS:-tests/test_executor.py tests/test_kernels.py tests/test_verify.py tests/test_large_buffers.py tests/test_partitioned.py tests/test_bench.py} 2>&1 | tail -80 | tee "$OUT/tests.txt"
