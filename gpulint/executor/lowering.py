@@ -2,10 +2,11 @@
 
 Graph inputs first: each arrives as the caller gives it (float, BHWC) in a buffer of its own,
 and a kernel puts it in slices, unless its one reader is a conv that can read it as given
-(`read_as_given`: a first layer of up to 4 channels). Then each op through ops.LOWER, except those that run inside
-another op's kernel (the fusion plan) and the int8 interface's DEQUANTIZE / QUANTIZE (the host
-converts those); after each op the buffers it read last go back to the pool. An op the
-executor cannot run is collected, not fatal, so that one Unlowered names them all.
+(`read_as_given`: a first layer of up to 4 channels). Then each op through ops.LOWER, except
+those that run inside another op's kernel (the fusion plan) and the int8 interface's
+DEQUANTIZE / QUANTIZE (the host converts those); after each op the buffers it read last go
+back to the pool. An op the executor cannot run is collected, not fatal, so that one
+Unlowered names them all.
 """
 
 from __future__ import annotations

@@ -117,9 +117,7 @@ def conv_with(
     if isinstance(w, np.ndarray) and group_slices is None and one_window:
         w, xs = window_as_channels(w), [layout.bhwc(xs)[0], 1, 1, layout.size(xs) // layout.bhwc(xs)[0]]
         geometry = (1, 1, 1, 1, 1, 1)
-    if x in cx.given:  # a graph input as the caller gives it (lowering.read_as_given)
-        return conv_launch(cx, op.index, x, w, b, dst, (xs, ys), geometry, pad, op.act, epilogue, group_slices)
-    src = cx.buffers.tensor(x)
+    src = x if x in cx.given else cx.buffers.tensor(x)  # a graph input as given: its index (conv_launch)
     return conv_launch(cx, op.index, src, w, b, dst, (xs, ys), geometry, pad, op.act, epilogue, group_slices)
 
 
@@ -181,7 +179,6 @@ def conv_launch(
             src = cx.buffers.tensor(t)
         else:
             raw = f"#define RAW_C {layout.bhwc(xs)[3]}\n"
-            splits = 1
     if isinstance(w, int):
         weights, more = runtime_conv_weights(cx, oi, w, ob)
         launches += more
