@@ -170,11 +170,19 @@ def conv_launch(
     padded[: len(bias)] = bias
     launches: list[Launch] = []
     windowed = (-(-wd // 4), h, b * groups)  # conv_o's items: 4 columns of one row, a block of slices
-    splits = gpu_splits(cx.device, windowed[0] * h * b * groups, gs[0], kh * kw)
+    lanes = min(32, 1 << max(h * wd - 1, 0).bit_length())  # a split 1x1's positions per group, adjacent in memory
+    # The split kernels hold one output slice and position (1x1) or 4 columns (windowed) per
+    # item; F16's sums keep the delegate's order, never split.
+    splits = 1
+    if ob == 1 and (px == 1 or not pointwise) and not cx.half_accum:
+        if pointwise:
+            splits = gpu_splits(cx.device, b * so * h * wd, gs[0], 1, lanes)
+        else:
+            splits = gpu_splits(cx.device, windowed[0] * h * b * groups, gs[0], kh * kw)
     raw = ""
     if isinstance(src, int):
         t, src = src, cx.given[src]
-        if pointwise or (splits > 1 and ob == 1 and not cx.half_accum):
+        if pointwise or splits > 1:
             launches.append(cx.input_slices(t, src))  # only conv_o has a `_raw` kernel
             src = cx.buffers.tensor(t)
         else:
@@ -191,9 +199,7 @@ def conv_launch(
     defines = epilogue.defines(act) if epilogue else ""
     if pointwise:
         args = [*head, np.int32(c), int2(*gs), np.int32(act)]
-        lanes = min(32, 1 << max(h * wd - 1, 0).bit_length())  # positions per group, adjacent in memory
-        splits = gpu_splits(cx.device, b * so * h * wd, gs[0], 1, lanes)
-        if splits > 1 and ob == px == 1 and not cx.half_accum:  # F16 sums in the delegate's order
+        if splits > 1:
             size = (-(-h * wd // lanes) * lanes, splits, b * groups)
             args += [opencl().LocalMemory(16 * lanes * splits), *tail]
             local = (lanes, splits, 1)
@@ -202,7 +208,7 @@ def conv_launch(
         return [*launches, cx.launch(oi, f"conv1x1_o{ob}_p{px}{suffix}", args + tail, grid, defines)]
     zeros = cx.buffers.placeholder()  # four zeros: what a column outside the input reads
     shape_args = [np.int32(c), int2(*gs), int2(kw, kh), int2(sw, sh), int2(dw, dh), pad, np.int32(act), zeros]
-    if splits > 1 and ob == 1 and not cx.half_accum:
+    if splits > 1:
         args = [*head, *shape_args, opencl().LocalMemory(16 * 4 * splits), *tail]
         size, local = (windowed[0] * splits, h, b * groups), (splits, 1, 1)
         return [*launches, cx.launch(oi, f"conv_split{suffix}", args, size, defines, local)]
