@@ -842,6 +842,13 @@ def _depthwise(g: SubgraphBuilder, x: int, c: int) -> int:
     )
 
 
+def _scale_shift(g: SubgraphBuilder, x: int, c: int, act: str = "NONE") -> int:
+    """A 1x1 depthwise conv: the per-channel scale and shift a converter leaves of a batch norm."""
+    opts = dict(padding="VALID", stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=act)
+    ins = [x, g.const(f"sw{x}", w(1, 1, 1, c)), g.const(f"sb{x}", w(c))]
+    return g.op("DEPTHWISE_CONV_2D", ins, [1, 6, 7, c], options=opts)
+
+
 def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
     """Graphs on x [1, 6, 7, 5], and the launches they should lower to."""
     shape = [1, 6, 7]
@@ -896,18 +903,45 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         dw = _depthwise(g, x, 5)
         return g.op("SUB", [g.op("TANH", [dw], [*shape, 5]), dw], [*shape, 5])
 
-    def read_thrice(g: SubgraphBuilder, x: int) -> int:  # the conv's output has a third reader: no gate
+    def read_thrice(g: SubgraphBuilder, x: int) -> int:  # the conv's output has a third reader: no gate,
+        # but the LOGISTIC's kernel runs the MUL and the ADD
         conv = _conv(g, x, 5, 5)
         gated = g.op("MUL", [conv, g.op("LOGISTIC", [conv], [*shape, 5])], [*shape, 5])
         return g.op("ADD", [gated, conv], [*shape, 5])
 
-    def shared(g: SubgraphBuilder, x: int) -> int:  # the unary op's result is read twice: nothing fuses
+    def shared(g: SubgraphBuilder, x: int) -> int:  # the unary op's result is read twice: only the ADDs fuse
         conv = _conv(g, x, 5, 5)
         relu = g.op("RELU", [conv], [*shape, 5])
         return g.op("ADD", [g.op("ADD", [relu, conv], [*shape, 5]), relu], [*shape, 5])
 
+    def batch_norm(g: SubgraphBuilder, x: int) -> int:  # PRELU, then a batch norm (hand_recrop's blocks)
+        return _scale_shift(g, g.op("PRELU", [_conv(g, x, 5, 6, 3), g.const("a", w(1, 1, 6))], [*shape, 6]), 6)
+
+    def batch_norm_first(g: SubgraphBuilder, x: int) -> int:  # its own RELU6, then a step after it
+        return g.op("TANH", [_scale_shift(g, _conv(g, x, 5, 5), 5, act="RELU6")], [*shape, 5])
+
+    def windowed(g: SubgraphBuilder, x: int) -> int:  # a 3x3 depthwise conv is no step
+        return _depthwise(g, _conv(g, x, 5, 5), 5)
+
+    def add_then(g: SubgraphBuilder, x: int) -> int:  # steps after a binary op: its PRELU and a batch norm
+        added = g.op("ADD", [x, g.const("c", w(1, 6, 7, 5))], [*shape, 5])
+        return _scale_shift(g, g.op("PRELU", [added, g.const("a", w(1, 1, 5))], [*shape, 5]), 5)
+
+    def unary_then(g: SubgraphBuilder, x: int) -> int:  # a batch norm after a unary op
+        return _scale_shift(g, g.op("TANH", [x], [*shape, 5]), 5)
+
+    def shift_read_twice(g: SubgraphBuilder, x: int) -> int:  # the conv's output has two readers: the batch
+        conv = _conv(g, x, 5, 5)  # norm runs its own kernel, with the ADD after it
+        return g.op("ADD", [_scale_shift(g, conv, 5), conv], [*shape, 5])
+
     return {
         "prelu": (prelu, ["CONV_2D+PRELU"]),
+        "batch_norm": (batch_norm, ["CONV_2D+PRELU+DEPTHWISE_CONV_2D"]),
+        "batch_norm_first": (batch_norm_first, ["CONV_2D+DEPTHWISE_CONV_2D+TANH"]),
+        "windowed": (windowed, ["CONV_2D", "DEPTHWISE_CONV_2D"]),
+        "add_then": (add_then, ["ADD+PRELU+DEPTHWISE_CONV_2D"]),
+        "unary_then": (unary_then, ["TANH+DEPTHWISE_CONV_2D"]),
+        "shift_read_twice": (shift_read_twice, ["CONV_2D", "DEPTHWISE_CONV_2D+ADD"]),
         "residual": (residual, ["CONV_2D+ADD+RELU"]),
         "swapped": (swapped, ["DEPTHWISE_CONV_2D+SUB"]),
         "scalar": (scalar, ["CONV_2D+MUL+TANH"]),
@@ -918,8 +952,8 @@ def _fusion_cases() -> dict[str, tuple[Any, list[str]]]:
         "upsample": (upsample, ["TRANSPOSE_CONV+LOGISTIC"]),
         "silu": (silu, ["CONV_2D+LOGISTIC+MUL+ADD"]),
         "gate_first": (gate_first, ["DEPTHWISE_CONV_2D+TANH+SUB"]),
-        "read_thrice": (read_thrice, ["CONV_2D", "LOGISTIC", "MUL", "ADD"]),
-        "shared": (shared, ["CONV_2D", "RELU", "ADD", "ADD"]),
+        "read_thrice": (read_thrice, ["CONV_2D", "LOGISTIC+MUL+ADD"]),
+        "shared": (shared, ["CONV_2D", "RELU", "ADD+ADD"]),
     }
 
 
@@ -1583,7 +1617,8 @@ def test_an_int8_op_it_cannot_run_is_named_by_its_own_output(monkeypatch: pytest
 
 def test_a_unary_and_a_binary_op_round_in_their_own_kernels() -> None:
     """x -> QUANTIZE -> LOGISTIC (int8, 1/256 from 0) -> ADD (x_q, int8) -> DEQUANTIZE: each
-    rounding runs in the kernel of the op before it (QUANT), with the formula's values."""
+    rounding runs in the kernel of the op before it (a fused step), with the formula's values;
+    the ADD does not join the LOGISTIC's kernel, where its own rounding would not fit."""
     scale, zero = 0.02, 3
     mb = ModelBuilder()
     g = mb.subgraph("main")

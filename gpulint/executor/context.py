@@ -72,10 +72,10 @@ class LowerContext:
             pad = int2(int(pad["x"]) + left, int(pad["y"]) + top)
         return x, pad
 
-    def epilogue(self, oi: int) -> tuple[int, Epilogue | None]:
+    def epilogue(self, oi: int, plain: bool = True) -> tuple[int, Epilogue | None]:
         """The tensor op `oi`'s kernel writes (the last fused op's output) and the steps its
-        `_fused` kernel runs (`steps`); an unused step points at a placeholder buffer it never
-        reads."""
+        `_fused` kernel runs (`steps`; `plain`: the kernel has a form without them); an unused
+        step points at a placeholder buffer it never reads."""
         out, steps = fusion.fused_steps(self.view, self.plan, oi)
         args: list[Any] = []
         for step in steps:
@@ -86,7 +86,7 @@ class LowerContext:
             else:
                 operand = self.buffers.upload(step.operand, writable=False)
             args += [np.float32(step.param), operand]
-        return out, self.steps([step.code for step in steps], args)
+        return out, self.steps([step.code for step in steps], args, plain)
 
     def steps(self, codes: list[tuple[int, int, int, int]], args: list[Any], plain: bool = True) -> Epilogue | None:
         """A `_fused` kernel's steps, unused ones padded. On a CPU device every conv runs its

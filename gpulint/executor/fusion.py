@@ -1,13 +1,14 @@
 """What runs inside another op's kernel, decided before any buffer exists (pure: a FusionPlan).
 
-- Epilogues: up to two elementwise steps after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1) or
-  transposed conv run in that kernel's epilogue, as the delegate's OpenCL backend links them
-  (GPUOperation::AddOperation); the rounding of an int8 result to its grid
+- Epilogues: up to two elementwise steps after a CONV_2D, DEPTHWISE_CONV_2D (multiplier 1),
+  transposed conv, unary or binary op run in that kernel's epilogue, as the delegate's OpenCL
+  backend links them (GPUOperation::AddOperation); the rounding of an int8 result to its grid
   (QUANTIZE_AND_DEQUANTIZE, an elementwise op there too) is one of them. A gate, a binary op
   of a value and a unary op of the same value (SiLU: MUL(x, LOGISTIC(x))), is one step, as the
   delegate first merges the two (gpu_model.cc MergeElementwiseNodes, TYPE_1/TYPE_2).
-- Roundings: the rounding of an int8 result after a unary or binary op runs in that op's
-  kernel.
+  A 1x1 depthwise conv (multiplier 1: a per-channel scale and shift, the batch norm a converter
+  leaves after an activation) is a step too (FORM AFFINE), computed as its own kernel computes
+  it, so fused or not its output is the same: one launch and one pass over the tensor fewer.
 - PAD merges: a zero PAD of H and W read only by a conv becomes the conv's padding, as the
   delegate merges them (merge_padding_with.cc): no copy, no padded buffer. A zero PAD that
   appends channels, read only by a binary op fused into an epilogue, becomes that step's
@@ -78,27 +79,7 @@ class Epilogue:
 
 def plan(view: GraphView) -> FusionPlan:
     chains, forms, padded = plan_epilogues(view)
-    plan_roundings(view, chains, forms)
     return FusionPlan(chains, forms, plan_pad_merges(view), padded)
-
-
-def plan_roundings(view: GraphView, chains: dict[int, list[int]], forms: dict[int, int]) -> None:
-    """A unary or binary op (not itself fused into a conv) whose result only the rounding
-    add_quant_adjustments put after it reads: the rounding runs in that op's kernel (QUANT in
-    elementwise.cl), as the delegate links an elementwise op into the kernel before it."""
-    sg = view.sg
-    absorbed = {oi for chain in chains.values() for oi in chain}
-    for oi, op in enumerate(sg.operators):
-        name = view.name(op)
-        if oi in absorbed or (name not in UNARY and name not in BINARY) or len(op.outputs) != 1:
-            continue
-        t = op.outputs[0]
-        after = view.readers.get(t, [])
-        if t in sg.outputs or len(after) != 1 or view.name(sg.operators[after[0]]) != QUANTIZE_AND_DEQUANTIZE:
-            continue
-        if view.shape(sg.operators[after[0]].outputs[0]) == view.shape(t):
-            chains[oi] = [after[0]]
-            forms[after[0]] = FORM["QUANTIZE"]
 
 
 def depthwise_conv(view: GraphView, op: Operator) -> bool:
@@ -110,8 +91,9 @@ def depthwise_conv(view: GraphView, op: Operator) -> bool:
 
 def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int], dict[int, int]]:
     """Elementwise ops that can run in the epilogue of the CONV_2D, DEPTHWISE_CONV_2D
-    (multiplier 1) or transposed conv producing their input: up to two in a chain, each the
-    only reader of the tensor before it, which is not a graph output. A binary op qualifies
+    (multiplier 1), transposed conv, unary or binary op producing their input (one not itself
+    run in another's): up to two in a chain, each the only reader of the tensor before it,
+    which is not a graph output. A binary op qualifies
     when its other operand is a constant scalar or per-channel vector, or a runtime tensor of
     the output's shape that exists before the producer runs (or that tensor but for channels a
     PAD appended: the PAD is merged, FusionPlan.padded_operands)."""
@@ -119,9 +101,13 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
     chains: dict[int, list[int]] = {}
     forms: dict[int, int] = {}
     padded: dict[int, int] = {}
+    absorbed: set[int] = set()  # ops run in an earlier op's kernel: no kernel of their own
     for oi, op in enumerate(sg.operators):
         name = view.name(op)
-        if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) or not op.outputs:
+        elementwise = name in UNARY or name in BINARY
+        if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", *TRANSPOSED) and not elementwise:
+            continue
+        if len(op.outputs) != 1 or oi in absorbed:
             continue
         depthwise = name == "DEPTHWISE_CONV_2D" or (name == "CONV_2D" and depthwise_conv(view, op))
         if depthwise and view.shape(op.inputs[0])[-1:] != view.shape(op.outputs[0])[-1:]:
@@ -134,6 +120,7 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
                 unary, binary = gate
                 forms[binary] = FORM["GATE"]
                 chain += [unary, binary]
+                absorbed |= {unary, binary}
                 t, steps = sg.operators[binary].outputs[0], steps + 1
                 continue
             if len(readers.get(t, [])) != 1:
@@ -143,16 +130,24 @@ def plan_epilogues(view: GraphView) -> tuple[dict[int, list[int]], dict[int, int
             if step.inputs.count(t) != 1 or len(step.outputs) != 1 or view.shape(step.outputs[0]) != view.shape(t):
                 break
             form = step_form(view, step, t, oi)
-            if form is None:
-                break
+            if form is None or (steps == 1 and rounded_after(view, step)):
+                break  # as the last step, an op whose int8 result is rounded would leave that rounding a launch
             if form == FORM["PADDED"]:
                 padded[ri] = view.producer[step.inputs[1] if step.inputs[0] == t else step.inputs[0]]
             forms[ri] = form
             chain.append(ri)
+            absorbed.add(ri)
             t, steps = step.outputs[0], steps + 1
         if chain:
             chains[oi] = chain
     return chains, forms, padded
+
+
+def rounded_after(view: GraphView, op: Operator) -> bool:
+    """Whether `op`'s result is read only by the rounding of an int8 result (which runs in op's
+    own kernel when op is not fused into another)."""
+    after = view.readers.get(op.outputs[0], [])
+    return len(after) == 1 and view.name(view.sg.operators[after[0]]) == QUANTIZE_AND_DEQUANTIZE
 
 
 def gate_ops(view: GraphView, t: int) -> tuple[int, int] | None:
@@ -178,6 +173,8 @@ def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | N
     name = view.name(step)
     if name == QUANTIZE_AND_DEQUANTIZE and len(step.inputs) == 1:
         return FORM["QUANTIZE"]
+    if name == "DEPTHWISE_CONV_2D":
+        return FORM["AFFINE"] if affine(view, step, t) is not None else None
     if name in UNARY and len(step.inputs) == 1:
         return FORM["UNARY"]
     if name not in BINARY or len(step.inputs) != 2:
@@ -197,6 +194,22 @@ def step_form(view: GraphView, step: Operator, t: int, producer: int) -> int | N
     # a runtime per-channel operand (squeeze-and-excite's scales) of a batch-1 output
     per_channel = layout.bhwc(view.shape(other)) == (1, 1, 1, layout.bhwc(view.shape(t))[3])
     return FORM["CHANNEL"] if per_channel and layout.bhwc(view.shape(t))[0] == 1 else None
+
+
+def affine(view: GraphView, op: Operator, t: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """A DEPTHWISE_CONV_2D reading `t` with a constant 1x1 window and bias, one output channel
+    per input channel: its per-channel (weights, bias). The caller has checked that its output
+    is shaped as `t` (so its stride does not matter)."""
+    if op.inputs[0] != t or len(op.inputs) < 2:
+        return None
+    w = view.float_const(op.inputs[1])
+    channels = (view.shape(t) or [1])[-1]
+    if w is None or w.shape != (1, 1, 1, channels):
+        return None
+    b = view.float_const(op.inputs[2]) if len(op.inputs) > 2 else None  # TFLite requires the bias
+    if b is None or b.size != channels:
+        return None
+    return w.reshape(channels), b.reshape(channels)
 
 
 def channel_pad(view: GraphView, t: int) -> int | None:
@@ -245,6 +258,14 @@ def fused_steps(view: GraphView, plan: FusionPlan, oi: int) -> tuple[int, list[F
             steps.append(FusedStep((unary_code(name, opts), form, 0, 0), opts.get("alpha", 0.0), None))
         elif form == FORM["QUANTIZE"]:
             steps.append(FusedStep((0, form, 0, 0), 0.0, adjustment(step)))
+        elif form == FORM["AFFINE"]:
+            found = affine(view, step, t)
+            assert found is not None
+            act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))
+            size = layout.slices(found[0].size) * 4  # w's slices then b's
+            packed = np.zeros(2 * size, np.float32)
+            packed[: found[0].size], packed[size : size + found[1].size] = found
+            steps.append(FusedStep((0, form, 0, act), float(size // 4), packed))
         else:
             other = step.inputs[1] if step.inputs[0] == t else step.inputs[0]
             act = schema.enum_value("ActivationFunctionType", opts.get("fused_activation_function", "NONE"))

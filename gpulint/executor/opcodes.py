@@ -72,8 +72,19 @@ ACTIVATION = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "S
 # (an unused step), a unary op, a binary op whose other operand is per channel, a tensor of the
 # output's shape, or one scalar, or the delegate's QUANTIZE_AND_DEQUANTIZE, whose operand holds
 # (min, max, scale) (prepare.add_quant_adjustments); PADDED: a tensor of the output's shape but
-# for fewer channels, zeros after them (a channel PAD's input, the PAD merged: fusion.py).
-FORM = {"NONE": 0, "UNARY": 1, "CHANNEL": 2, "TENSOR": 3, "SCALAR": 4, "QUANTIZE": 5, "GATE": 6, "PADDED": 7}
+# for fewer channels, zeros after them (a channel PAD's input, the PAD merged: fusion.py);
+# AFFINE: a 1x1 depthwise conv, its operand the per-channel weights then the bias.
+FORM = {
+    "NONE": 0,
+    "UNARY": 1,
+    "CHANNEL": 2,
+    "TENSOR": 3,
+    "SCALAR": 4,
+    "QUANTIZE": 5,
+    "GATE": 6,
+    "PADDED": 7,
+    "AFFINE": 8,
+}
 
 _TABLES = (
     ("UNARY", dict(sorted({**UNARY, "GELU_APPROXIMATE": GELU_APPROXIMATE}.items(), key=lambda item: item[1]))),

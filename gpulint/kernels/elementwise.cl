@@ -96,6 +96,9 @@ STEP_INLINE float4 quantize4(float4 x, float4 q) {
 // when the unary op's result is the first operand; p is the unary op's parameter.
 // FORM_PADDED: a FORM_TENSOR operand that holds only the first p channels (batch 1, so index i
 // is the same in both), zero after them: a channel PAD's input, the PAD merged away.
+// FORM_AFFINE: a 1x1 depthwise conv (a batch norm a converter left standing), v * w + b per
+// channel, its operand the p slices of w then those of b, act its own activation; rounded as
+// depthwise.cl.j2 rounds a 1x1 window (the product a half, then the sum with the bias).
 // The steps are compiled in: the host puts `#define ACT a`, `#define E1 (int4)(...)` and
 // `#define E2 (int4)(...)` (the producer's activation and the two steps) ahead of each
 // `_fused` program of conv.cl.j2, whose kernels take the steps' runtime arguments: a scalar
@@ -112,6 +115,7 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
   if (e.y == FORM_NONE) return v;
   if (e.y == FORM_UNARY) return unary4(v, e.x, p);
   if (e.y == FORM_QUANTIZE) return quantize4(v, LOAD4(0, o));
+  if (e.y == FORM_AFFINE) return activate(RH4(RH4(v * LOAD4(s, o)) + LOAD4(s + (int)p, o)), e.w);
   if (e.y == FORM_GATE) {
     float4 g = unary4(v, e.z >> 1, p);
     return activate(e.z & 1 ? binary4(g, v, e.x) : binary4(v, g, e.x), e.w);
@@ -126,16 +130,16 @@ STEP_INLINE float4 epilogue(float4 v, int4 e, float p, __global const FLT* o, in
 // UNARY and BINARY kernels: the op (OP) and the binary op's activation (ACT) are compiled in
 // by the host's #defines, as for fused convs: with them as arguments, ADD and MUL on
 // 128x128x16 took PoCL 0.13 ms, against 0.09 (LOGISTIC, bound by its exp, did not change).
-// QUANT (compiled in too): 1 when the op's int8 result is rounded to its grid here (quantize4
-// with q), as the delegate links the rounding into the op's kernel; 0 leaves q unread.
-#define ROUNDED(v, q) (QUANT ? quantize4((v), LOAD4(0, (q))) : (v))
-__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, float p, __global const FLT* q) {
+// Their results go through FINISH too: up to two elementwise ops after them (E1, E2: the
+// rounding of an int8 result to its grid, a PRELU after an ADD) run in their kernel, as the
+// delegate links an elementwise op into the one before it. A unary op's ACT is NONE.
+__kernel void unary(__global const FLT* src, __global FLT* dst, int4 d, int c, float p, EPILOGUE_ARGS) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / d.w, s = z % d.w;
   if (x0 >= d.z || y >= d.y || b >= d.x) return;
   int row = slice_index(d, b, y, 0, s);
   for (int x = x0; x < x0 + 8 && x < d.z; x++) {
-    STORE4(mask_lanes(ROUNDED(unary4(LOAD4(row + x, src), OP, p), q), s, c), row + x, dst);
+    STORE4(mask_lanes(FINISH(unary4(LOAD4(row + x, src), OP, p), s, row + x), s, c), row + x, dst);
   }
 }
 
@@ -149,14 +153,14 @@ inline float4 operand4(__global const FLT* t, int4 d, int c, int b, int y, int x
 }
 
 __kernel void binary(__global const FLT* a, __global const FLT* bt, __global FLT* dst, int4 ad, int ac, int4 bd,
-                     int bc, int4 dd, int dc, __global const FLT* q) {
+                     int bc, int4 dd, int dc, EPILOGUE_ARGS) {
   int x0 = get_global_id(0) * 8, y = get_global_id(1), z = get_global_id(2);
   int b = z / dd.w, s = z % dd.w;
   if (x0 >= dd.z || y >= dd.y || b >= dd.x) return;
   int row = slice_index(dd, b, y, 0, s);
   for (int x = x0; x < x0 + 8 && x < dd.z; x++) {
     float4 r = binary4(operand4(a, ad, ac, b, y, x, s), operand4(bt, bd, bc, b, y, x, s), OP);
-    STORE4(mask_lanes(ROUNDED(activate(r, ACT), q), s, dc), row + x, dst);
+    STORE4(mask_lanes(FINISH(r, s, row + x), s, dc), row + x, dst);
   }
 }
 

@@ -1,6 +1,6 @@
 """Unary ops, CAST and binary ops (with numpy broadcasting) as the elementwise kernels
-(elementwise.cl), their op compiled in as a #define, and the rounding of their int8 result
-when the fusion plan puts it in their kernel."""
+(elementwise.cl), their op compiled in as a #define, and the elementwise ops the fusion plan
+puts after them in their kernel (the rounding of an int8 result, a PRELU after an ADD)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from gpulint.executor.context import LowerContext
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.graph import OpView
 from gpulint.executor.launch import Launch, grid, int4
-from gpulint.executor.opcodes import BINARY, CAST, UNARY, unary_code
+from gpulint.executor.opcodes import ACTIVATION, BINARY, CAST, UNARY, unary_code
 from gpulint.executor.ops.copy import reshaped
-from gpulint.executor.prepare import adjustment
 
 
 def unary(cx: LowerContext, op: OpView) -> list[Launch]:
@@ -29,16 +28,6 @@ def cast(cx: LowerContext, op: OpView) -> list[Launch]:
     return [unary_launch(cx, op, CAST[target], 0.0)]
 
 
-def rounding(cx: LowerContext, op: OpView) -> tuple[int, Any, str]:
-    """The tensor op's kernel writes, its q argument and the QUANT #define: with the rounding of
-    its int8 result fused into it (fusion.plan_roundings), that rounding's output and grid."""
-    chain = cx.plan.chains.get(op.index)
-    if not chain:
-        return op.outputs[0], cx.buffers.placeholder(), "#define QUANT 0\n"
-    after = cx.view.sg.operators[chain[0]]
-    return after.outputs[0], cx.buffers.upload(adjustment(after), writable=False), "#define QUANT 1\n"
-
-
 def same_shape_args(cx: LowerContext, x: int, y: int, what: str) -> list[Any]:
     """The leading arguments of a kernel that maps x to a y of its shape, value by value
     (unary, quantize_dequantize): the two buffers, y's dims and channel count."""
@@ -49,9 +38,11 @@ def same_shape_args(cx: LowerContext, x: int, y: int, what: str) -> list[Any]:
 
 
 def unary_launch(cx: LowerContext, op: OpView, code: int, param: float) -> Launch:
-    x, (y, q, quant) = op.inputs[0], rounding(cx, op)
-    args = [*same_shape_args(cx, x, y, "an elementwise op"), np.float32(param), q]
-    return cx.launch(op.index, "unary", args, grid(cx.shape(y), 8), f"#define OP {code}\n{quant}")
+    x, (y, steps) = op.inputs[0], cx.epilogue(op.index, plain=False)
+    assert steps is not None
+    args = [*same_shape_args(cx, x, y, "an elementwise op"), np.float32(param), *steps.args]
+    defines = f"#define OP {code}\n{steps.defines(ACTIVATION['NONE'])}"
+    return cx.launch(op.index, "unary", args, grid(cx.shape(y), 8), defines)
 
 
 def operand(cx: LowerContext, oi: int, t: int, rank: int) -> tuple[Any, list[int], list[Launch]]:
@@ -69,7 +60,8 @@ def operand(cx: LowerContext, oi: int, t: int, rank: int) -> tuple[Any, list[int
 
 
 def binary(cx: LowerContext, op: OpView) -> list[Launch]:
-    y, q, quant = rounding(cx, op)
+    y, steps = cx.epilogue(op.index, plain=False)
+    assert steps is not None
     ys = cx.shape(y)
     (ab, a_s, a_copies), (bb, b_s, b_copies) = (operand(cx, op.index, t, len(ys)) for t in op.inputs[:2])
     ad, bd = layout.bhwc(a_s), layout.bhwc(b_s)
@@ -83,9 +75,9 @@ def binary(cx: LowerContext, op: OpView) -> list[Launch]:
         np.int32(bd[3]),
         int4(layout.dims4(ys)),
         np.int32(layout.bhwc(ys)[3]),
-        q,
+        *steps.args,
     ]
-    defines = f"#define OP {BINARY[op.name]}\n#define ACT {op.act}\n{quant}"
+    defines = f"#define OP {BINARY[op.name]}\n{steps.defines(op.act)}"
     return [*a_copies, *b_copies, cx.launch(op.index, "binary", args, grid(ys, 8), defines)]
 
 
