@@ -16,6 +16,7 @@ import pytest
 from helpers import opencl_device
 
 from gpulint.executor import Executor, program, warmup
+from gpulint.executor import executor as executor_module
 from gpulint.executor.precision import precision
 from gpulint.model import Model, write
 from gpulint.model.build import ModelBuilder
@@ -176,3 +177,56 @@ def test_a_small_model_is_one_program_and_starts_no_child(monkeypatch: pytest.Mo
     assert len(program.pocl_programs(DEVICE, precision("fp32"), _variants(ex))) == 1
     x = RNG.uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
     np.testing.assert_array_equal(ex.run([x])[0], np.maximum(x, 0))
+
+
+def _record_children(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+    children: list[subprocess.Popen[bytes]] = []
+    spawn = warmup._spawn
+
+    def recorded(device: Any) -> subprocess.Popen[bytes] | None:
+        child = spawn(device)
+        if child is not None:
+            children.append(child)
+        return child
+
+    monkeypatch.setattr(warmup, "_spawn", recorded)
+    return children
+
+
+@pocl_with_two_cores()
+def test_an_empty_cache_gets_both_processes_ready_before_lowering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PoCL's cache folder holding no folder (a file PoCL leaves there does not count): the child
+    is started and this process's first build runs in a thread; a folder in it: neither."""
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    (tmp_path / "tempfile_x").write_text("")
+    children = _record_children(monkeypatch)
+    early = warmup.early_start(DEVICE)
+    assert early is not None and early.child is children[0] and early.first_build.ident is not None
+    warmup.dismiss(early)
+    assert early.child.poll() is not None and not early.first_build.is_alive()
+    (tmp_path / "AB").mkdir()
+    assert warmup.early_start(DEVICE) is None and len(children) == 1
+
+
+@pocl_with_two_cores()
+def test_an_early_child_with_nothing_to_compile_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small model (one program) at an empty cache, and a model that fails to lower: the child
+    started early is not left running, and the small model runs right."""
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    children = _record_children(monkeypatch)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    g.output(g.op("RELU", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8]))
+    x = RNG.uniform(-1, 1, (1, 4, 4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(Executor(mb.build(), DEVICE).run([x])[0], np.maximum(x, 0))
+
+    def broken(*a: Any) -> None:
+        raise RuntimeError("lowering failed")
+
+    monkeypatch.setattr(executor_module, "lower", broken)
+    with pytest.raises(RuntimeError, match="lowering failed"):
+        Executor(many_kernels(), DEVICE)
+    assert len(children) == 2 and all(child.poll() is not None for child in children)
+    assert not (tmp_path / "gpulint-compiled").exists()

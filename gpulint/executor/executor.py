@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulint.executor import fusion, launch, layout
+from gpulint.executor import fusion, launch, layout, warmup
 from gpulint.executor.buffers import BufferPool, Buffers
 from gpulint.executor.context import LowerContext
 from gpulint.executor.device import Device, select_device
@@ -30,7 +30,7 @@ from gpulint.executor.fusion import FusionPlan
 from gpulint.executor.graph import GraphView
 from gpulint.executor.launch import Launch, Timing
 from gpulint.executor.lowering import lower
-from gpulint.executor.precision import precision
+from gpulint.executor.precision import Precision, precision
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model.ir import Model
 
@@ -49,6 +49,13 @@ class Executor:
     def __post_init__(self) -> None:
         mode = precision(self.precision)
         device = self.device = self.device or select_device()
+        early = warmup.early_start(device)  # at a cold start, the compiling gets ready while lowering runs
+        try:
+            self._lower(device, mode, early)
+        finally:
+            warmup.dismiss(early)  # compile_ahead has, unless lowering failed
+
+    def _lower(self, device: Device, mode: Precision, early: warmup.Early | None) -> None:
         self.dtype = np.dtype(np.float16 if mode.half_storage else np.float32)
         keep = self.keep_intermediates  # then no op fuses and no buffer is reused
         prepared = prepare(self.source, fusing=not keep)
@@ -71,7 +78,7 @@ class Executor:
         self.input_launches = lowered.input_launches  # raw input -> slices, before `launches`
         self.launches = lowered.launches
         self.raw_inputs = lowered.raw_inputs  # graph input -> its buffer as given (float, BHWC)
-        launch.bind_all(device, mode, self.input_launches + self.launches)
+        launch.bind_all(device, mode, self.input_launches + self.launches, early)
 
     def run(self, inputs: list[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """One inference. A device failure (out of memory, a lost device) is an ExecutorError

@@ -71,11 +71,11 @@ def new_launch(
     return Launch(op_index, op, kernel, args, size, local, defines)
 
 
-def bind_all(device: Device, mode: Precision, launches: list[Launch]) -> None:
+def bind_all(device: Device, mode: Precision, launches: list[Launch], early: warmup.Early | None = None) -> None:
     """Each launch's kernel, built with all the others the model needs at once (program.kernels),
     with its arguments set. On PoCL a larger model's kernels are compiled first, in two processes
-    at once (warmup.py)."""
-    warmup.compile_ahead(device, mode, launches)
+    at once (warmup.py; `early`: what warmup.early_start started)."""
+    warmup.compile_ahead(device, mode, launches, early)
     makers = program.kernels(device, mode, [(ln.kernel, ln.defines) for ln in launches])
     for ln in launches:
         ln.bound = makers[(ln.kernel, ln.defines)]()

@@ -12,6 +12,13 @@ the model's own buffers is touched. A marker in PoCL's cache folder says a model
 were compiled this way; a later process skips all of it, and its first run loads the kernels
 from the cache.
 
+At a cold start with an empty cache (the first model on a machine, a CI job that keeps no
+cache) both processes get ready while the model is lowered (early_start): the child is started
+then, and this process makes its first build in a thread. A process's first build loads PoCL's
+compiler and kernel library (0.7 s of a trivial program's 1.0 s, measured on a loaded 2-core
+machine; the next build 0.27 s), and pyopencl lets other threads run during a build. Started
+after lowering, the child took as long again as lowering pose_detection to be ready.
+
 When anything here fails (no second core, a child that dies or hangs) nothing is lost: the
 first run compiles whatever is missing, as it always did.
 """
@@ -24,33 +31,73 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 CHILD_TIMEOUT_S = 300
 
 
-def compile_ahead(device: Any, mode: Any, launches: list[Any]) -> None:
-    """Compile the kernels of `launches` (launch.Launch) in two processes when PoCL's cache does
-    not have them yet; see the module's note. Returns once both halves are in the cache."""
+class Early(NamedTuple):
+    """What early_start started: the child (None when it could not start), and the thread making
+    this process's first build."""
+
+    child: subprocess.Popen[bytes] | None
+    first_build: threading.Thread
+
+
+def early_start(device: Any) -> Early | None:
+    """When compiling ahead is possible here and PoCL's cache holds nothing yet (no folder in it:
+    PoCL keeps a program per folder, the markers in one): the child, waiting for its half
+    (compile_ahead) or to be told none is coming (dismiss), and this process's first build."""
+    if not _possible(device):
+        return None
+    folder = os.environ.get("POCL_CACHE_DIR")
+    with contextlib.suppress(OSError):
+        if folder and any(p.is_dir() for p in Path(folder).iterdir()):
+            return None
     from gpulint.executor import program
 
-    if not (device.cpu and program.keeps_own_cache(device)) or _cores() < 2:
-        return
+    first_build = threading.Thread(target=_first_build, args=(device.context, program.BUILD_OPTIONS), daemon=True)
+    first_build.start()
+    return Early(_spawn(device), first_build)
+
+
+# A process's first build: what it loads is then loaded for the builds that matter.
+READY = "__kernel void ready(__global int* x) { x[0] = 1; }"
+
+
+def _first_build(context: Any, options: str) -> None:
+    import pyopencl as cl
+
+    with contextlib.suppress(Exception):  # the real build reports what is wrong
+        cl.Program(context, READY).build(options)
+
+
+def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | None = None) -> None:
+    """Compile the kernels of `launches` (launch.Launch) in two processes when PoCL's cache does
+    not have them yet; see the module's note. Returns once both halves are in the cache. `early`:
+    what early_start started, which this takes over (and dismisses when it has nothing for it)."""
+    from gpulint.executor import program
+
+    if not _possible(device):
+        return dismiss(early)
     variants = sorted({(ln.kernel, ln.defines) for ln in launches})
     programs = program.pocl_programs(device, mode, variants)
     if len(programs) < 2:
-        return
+        return dismiss(early)
     marker = _marker(device, [source for source, _ in programs])
     if marker is None or marker.exists():
-        return
+        return dismiss(early)
     specs = [_specs(launches, {variants[i]: f"{variants[i][0]}__{i}" for i in members}) for _, members in programs]
-    (own_source, _), (child_source, _) = programs
-    child = _spawn(device, child_source, specs[1])
-    ok = child is not None
+    # This process takes the longer source: the child starts on its half later (_send's note)
+    halves = sorted(zip(programs, specs, strict=True), key=lambda half: -len(half[0][0]))
+    ((own_source, _), own), ((child_source, _), theirs) = halves
+    child = early.child if early is not None else _spawn(device)
+    ok = child is not None and _send(child, child_source, theirs)
     try:
         try:
-            run_specs(device.context, device.queue, program.built_once(device, own_source), specs[0])
+            run_specs(device.context, device.queue, program.built_once(device, own_source), own)
         except Exception:
             ok = False  # the first run compiles it instead
         if child is not None:
@@ -58,13 +105,33 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any]) -> None:
     except subprocess.TimeoutExpired:
         ok = False
     finally:  # a hung child, or this process interrupted: the child goes too
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.wait()
+        dismiss(early)
+        _stop(child)
     if ok:
         with contextlib.suppress(OSError):
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
+
+
+def dismiss(early: Early | None) -> None:
+    """What early_start started, ended: the child stopped if still running (it has no half to
+    compile, or is past its time), the first build waited for (it is not left in PoCL as this
+    process exits)."""
+    if early is not None:
+        _stop(early.child)
+        early.first_build.join()
+
+
+def _stop(child: subprocess.Popen[bytes] | None) -> None:
+    if child is not None and child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+def _possible(device: Any) -> bool:
+    from gpulint.executor import program
+
+    return bool(device.cpu and program.keeps_own_cache(device)) and _cores() >= 2
 
 
 def _cores() -> int:
@@ -147,54 +214,63 @@ def run_specs(context: Any, queue: Any, built: Any, specs: list[dict[str, Any]])
     queue.finish()
 
 
-def _spawn(device: Any, source: str, specs: list[dict[str, Any]]) -> subprocess.Popen[bytes] | None:
+def _spawn(device: Any) -> subprocess.Popen[bytes] | None:
+    """The child for `device` (named by its platform and device): it gets ready to compile, then
+    reads its half from stdin (_send)."""
     from gpulint.executor import program
 
-    job = {
-        "platform": str(device.device.platform.name),
-        "device": str(device.device.name),
-        "source": source,
-        "options": program.BUILD_OPTIONS,
-        "specs": specs,
-    }
+    # This file as a script, not `-m gpulint.executor.warmup`: importing the package (the
+    # executor, numpy, jinja2) took the child 0.35 s before it could start. -P: this folder's
+    # modules (program.py, device.py, ...) are not importable by their bare names there.
+    names = [str(device.device.platform.name), str(device.device.name), program.BUILD_OPTIONS]
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "gpulint.executor.warmup"],
+        return subprocess.Popen(
+            [sys.executable, "-P", __file__, *names],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     except OSError:
         return None
-    assert child.stdin is not None
-    try:
-        child.stdin.write(json.dumps(job).encode())
-        child.stdin.close()
-    except OSError:
-        child.kill()
-        child.wait()
-        return None
-    return child
 
 
-def _child() -> None:
-    """The child's side: the same device, the program built from the same source and options
-    (so PoCL's cache keys are the ones the parent will look up), each spec launched once."""
+def _send(child: subprocess.Popen[bytes], source: str, specs: list[dict[str, Any]]) -> bool:
+    """The child's half (its program's source and launches), written by a thread of its own: the
+    pipe holds 64 KiB, and the child reads only once it is ready, so writing here would hold this
+    process up to half a second (its own half waiting). False when there is no pipe."""
+    stdin = child.stdin
+    if stdin is None:
+        return False
+    job = json.dumps({"source": source, "specs": specs}).encode()
+
+    def write() -> None:
+        with contextlib.suppress(OSError):  # a child gone: compile_ahead sees it exit
+            stdin.write(job)
+            stdin.close()
+
+    threading.Thread(target=write, daemon=True).start()
+    return True
+
+
+def _child(platform: str, name: str, options: str) -> None:
+    """The child's side: the same device; a first build, which loads PoCL's compiler and its
+    kernel library; then the program built from the source it is sent with the parent's options
+    (so PoCL's cache keys are the ones the parent will look up), each spec launched once.
+    Nothing sent (stdin closed): nothing to do."""
     import pyopencl as cl
 
-    job = json.loads(sys.stdin.buffer.read())
-    device = next(
-        d
-        for p in cl.get_platforms()
-        if str(p.name) == job["platform"]
-        for d in p.get_devices()
-        if str(d.name) == job["device"]
-    )
+    devices = [d for p in cl.get_platforms() if str(p.name) == platform for d in p.get_devices()]
+    device = next(d for d in devices if str(d.name) == name)
     context = cl.Context([device])
     queue = cl.CommandQueue(context)
-    built = cl.Program(context, job["source"]).build(job["options"])
+    _first_build(context, options)
+    sent = sys.stdin.buffer.read()
+    if not sent:
+        return
+    job = json.loads(sent)
+    built = cl.Program(context, job["source"]).build(options)
     run_specs(context, queue, built, job["specs"])
 
 
 if __name__ == "__main__":
-    _child()
+    _child(*sys.argv[1:4])
