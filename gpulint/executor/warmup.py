@@ -90,7 +90,7 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
     if marker is None or marker.exists():
         return dismiss(early)
     specs = [_specs(launches, {variants[i]: f"{variants[i][0]}__{i}" for i in members}) for _, members in programs]
-    # This process takes the longer source: the child starts on its half later (_send's note)
+    # This process takes the longer source: its half starts at once, the child's once sent
     halves = sorted(zip(programs, specs, strict=True), key=lambda half: -len(half[0][0]))
     ((own_source, _), own), ((child_source, _), theirs) = halves
     child = early.child if early is not None else _spawn(device)
