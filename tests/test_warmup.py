@@ -165,10 +165,14 @@ def test_specs_name_every_variant_once_with_its_arguments() -> None:
 
 
 @pytest.mark.skipif(DEVICE is None, reason=NO_DEVICE or "-")
-def test_a_small_model_is_one_program_and_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_model_is_one_program_and_starts_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With something in PoCL's cache (no child is started early then): one program, no child."""
+
     def no_child(*a: Any) -> None:
         raise AssertionError("a child was started")
 
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    (tmp_path / "AB").mkdir()
     monkeypatch.setattr(warmup, "_spawn", no_child)
     mb = ModelBuilder()
     g = mb.subgraph("main")
