@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import re
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,6 +71,33 @@ def test_every_kernel_is_split_into_a_program_of_its_own(half: bool, extension: 
     for name, text in programs.items():
         assert text.count("__kernel void ") == 1 and f"__kernel void {name}(" in text
         assert text.endswith("\n}\n"), f"{name}: a kernel ends at a line holding only }}"
+
+
+def test_a_rendered_source_is_kept_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path))
+    flavour = program.Flavour(True, half_math=True)
+    rendered = program._render(flavour)
+    program.kernel_source.cache_clear()
+    assert program.kernel_source(flavour) == rendered
+    assert len(list((tmp_path / "sources").iterdir())) == 1
+    program.kernel_source.cache_clear()  # a new process: the kept source, not rendered again
+    with monkeypatch.context() as m:
+        m.setattr(program, "_render", lambda _: pytest.fail("rendered again"))
+        assert program.kernel_source(flavour) == rendered
+    # Anything the rendering reads is in the key: other op codes, another source kept beside
+    program.kernel_source.cache_clear()
+    monkeypatch.setattr(program.opcodes, "defines", lambda: "#define UNARY_ABS 99\n")
+    assert "#define UNARY_ABS 99\n" in program.kernel_source(flavour)
+    assert len(list((tmp_path / "sources").iterdir())) == 2
+    program.kernel_source.cache_clear()
+
+
+def test_a_source_that_cannot_be_kept_is_still_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "file"))  # a file where a folder should be
+    program.kernel_source.cache_clear()
+    assert program.kernel_source(program.Flavour(False)) == program._render(program.Flavour(False))
+    program.kernel_source.cache_clear()
 
 
 def test_every_kernel_file_is_read() -> None:
