@@ -244,7 +244,7 @@ def test_an_input_a_conv_cannot_read_as_given_is_converted(case: str, monkeypatc
     (two readers, a grouped conv run as a depthwise one, half storage) or by the conv itself,
     just before it (a 1x1 conv, a GPU's split sum)."""
     if case == "split":
-        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
         monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 2)
     cin, k = (4, 1) if case == "pointwise" else (4, 3)
 
@@ -287,7 +287,7 @@ def test_a_conv_over_its_whole_input_runs_as_a_1x1(
     assert_matches(single(build))
     launches = Executor(single(build), DEVICE).launches  # a 1x1 conv puts an input of <= 4 channels in slices
     assert [ln.kernel.split("_fused")[0] for ln in launches if ln.kernel != "input_to_slices"] == [
-        f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1)[0]}_p1"
+        f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1, batch * height * width * cin)[0]}_p1"
     ]
 
 
@@ -297,7 +297,7 @@ def test_conv2d_as_a_gpu_runs_it(k: int, cout: int, monkeypatch: pytest.MonkeyPa
     """A GPU's blocking (one output slice and position per item) and plain kernel (nothing
     fuses: a constant the output's shape is no fusable operand), on whatever device this is;
     its sums not split (test_conv_split_as_a_gpu_runs_it)."""
-    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
     monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: 1)
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
@@ -329,7 +329,7 @@ def test_conv1x1_split_as_a_gpu_runs_it(
 ) -> None:
     """A GPU's 1x1 conv with its sum over input slices split across a work group's items
     (conv1x1_split), with a fused ADD and activation, on whatever device this is."""
-    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
     monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
     out = [*shape, cout]
@@ -383,7 +383,7 @@ def test_conv_split_as_a_gpu_runs_it(
 ) -> None:
     """A GPU's windowed conv with its sum over input slices split across a work group's items
     (conv_split), a fused ADD and activation, on whatever device this is."""
-    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
     monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
     monkeypatch.setattr(program_module, "epilogue_loop", lambda device: looped)
     o = out_size(size, k, stride, 1, padding)
@@ -1367,7 +1367,7 @@ def test_slice_aligned_groups_read_only_their_slices(
     splits = 2 if blocking == "gpu_split" else 1
     monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
     if blocking.startswith("gpu"):
-        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
 
     def build(g: SubgraphBuilder) -> int:
@@ -1394,7 +1394,7 @@ def test_conv2d_with_runtime_weights(
     """Weights that are an input: put in the kernel's order by a copy on the device each run
     (with a GPU's blocking, its sums split over two items or not)."""
     if blocking.startswith("gpu"):
-        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (1, 1))
+        monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (1, 1))
         monkeypatch.setattr(program_module, "epilogue_loop", lambda device: True)
         splits = 2 if blocking == "gpu_split" else 1
         monkeypatch.setattr(conv_module, "gpu_splits", lambda device, outputs, s, taps, lanes=1: splits)
@@ -1423,10 +1423,45 @@ def test_depthwise_conv2d_with_runtime_weights(c: int, multiplier: int, k: int, 
     assert_matches(single(build))
 
 
+@pytest.mark.parametrize(
+    ("cout", "cin", "k", "size", "blocking"),
+    [
+        (4, 32, 1, 8, 4),
+        (4, 32, 1, 32, 1),
+        (12, 32, 1, 32, 2),
+        (8, 8, 3, 8, 4),
+        (8, 8, 3, 16, 2),
+        (4, 8, 3, 16, 1),
+        (8, 3, 3, 4, 4),  # a graph input of 3 channels, read as given (conv_o*_raw)
+        (8, 3, 3, 32, 2),
+    ],
+)
+def test_a_narrow_output_shares_the_4_slice_kernel_unless_that_wastes_much(
+    cout: int, cin: int, k: int, size: int, blocking: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a CPU device 1-3 output slices run in the 4-slice kernel, their empty lanes computed
+    for nothing, where that is little work (here under 100,000 multiply-adds); a layer whose
+    empty lanes would be more keeps a kernel that fits it. The outputs match either way."""
+    if not DEVICE.cpu:
+        pytest.skip("a GPU's blocking is one slice per item")
+    monkeypatch.setattr(conv_module, "NARROW_WORK", 100_000)
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, size, size, cin])
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU")
+        wt, b = g.const("w", w(cout, k, k, cin)), g.const("b", w(cout))
+        return g.op("CONV_2D", [x, wt, b], [1, size, size, cout], options=opts)
+
+    assert_matches(single(build))
+    (launch,) = Executor(single(build), DEVICE).launches
+    assert launch.kernel.startswith(f"conv1x1_o{blocking}_" if k == 1 else f"conv_o{blocking}")
+    assert ("_raw" in launch.kernel) == (cin <= 4)
+
+
 def test_an_ungrouped_conv_keeps_its_blocking(monkeypatch: pytest.MonkeyPatch) -> None:
     """5 output slices blocked 4 per item (the last item half empty): only a grouped conv cuts
     its blocking to what a group holds."""
-    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions: (4, 1))
+    monkeypatch.setattr(conv_module, "conv_blocking", lambda cpu, slices, positions, work: (4, 1))
 
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 7, 9, 8])

@@ -18,22 +18,33 @@ from gpulint.executor.ops.depthwise import depthwise_with
 from gpulint.executor.ops.weights import bias, conv_weights, runtime_conv_weights
 
 
-def conv_blocking(cpu: bool, out_slices: int, positions: int) -> tuple[int, int]:
+def conv_blocking(cpu: bool, out_slices: int, positions: int, work: int) -> tuple[int, int]:
     """Output slices and (for 1x1 convs) positions per work item. On a CPU device, as many as
     fill its vector registers without spilling: 4 slices (a float16, two AVX2 registers) for 6
     positions is 12 accumulators, 2 registers of weights and a broadcast input, 15 of AVX2's
     16. 8 positions spilled accumulators in every multiply-add loop: pose_detection's 1x1 convs
     took 1.56x the time (10.1 against 6.5 ms), 4 positions 1.03x; 8 slices measured no faster
-    on AVX-512. Fewer slices on narrow outputs, which would waste lanes; 6 positions only where
-    there are 6 (conv.cl.j2's conv1x1 reads whole items inside the plane). On a GPU one of each,
-    so that a small layer still has work items for every core: with the CPU's blocking a
-    64x64x48 layer was 1536 items on an H100 that runs 270,000 threads at once."""
+    on AVX-512. 6 positions only where there are 6 (conv.cl.j2's conv1x1 reads whole items
+    inside the plane). A narrow output (1-3 slices) takes 4 slices too, its empty lanes
+    computed for nothing, unless that waste is much work (`work`: the multiply-adds of one
+    output channel, NARROW_WORK): then 1 or 2, which leave none. The narrow layers of the
+    MediaPipe models are their small heads, where a kernel of their own was a variant more to
+    compile at a cold start for no time saved. On a GPU one of each, so that a small layer
+    still has work items for every core: with the CPU's blocking a 64x64x48 layer was 1536
+    items on an H100 that runs 270,000 threads at once."""
     if not cpu:
         return 1, 1
-    return (4 if out_slices >= 4 else 2 if out_slices >= 2 else 1), (PX if positions >= PX else 1)
+    px = PX if positions >= PX else 1
+    if out_slices >= 4 or (4 - out_slices) * 4 * work <= NARROW_WORK:
+        return 4, px
+    return (2 if out_slices >= 2 else 1), px
 
 
 PX = 6  # positions per 1x1-conv work item on a CPU device (conv.cl.j2's conv1x1_o*_p6)
+# The most multiply-adds a narrow output may waste in empty lanes to share the 4-slice kernel:
+# about 0.05 ms on PoCL on a 2-core machine (three narrow convs over 96x96 blocked 4 wasted 39M
+# in 0.9 ms), where a kernel variant more takes 0.2-0.4 s to compile at a cold start.
+NARROW_WORK = 2_000_000
 
 # The most items in a split conv's work group (conv1x1_split, conv_split), and the fewest input
 # slices times window taps each item sums: below that the halving in local memory costs more
@@ -161,8 +172,8 @@ def conv_launch(
     so = layout.slices(c)
     pointwise = (kw, kh, sw, sh) == (1, 1, 1, 1) and tuple(pad.tolist()) == (0, 0)
     pointwise = pointwise and layout.bhwc(xs)[1:3] == (h, wd)
-    ob, px = conv_blocking(cx.device.cpu, so, h * wd)
     gs = group_slices or (layout.slices(layout.bhwc(xs)[3]), so)  # ungrouped: one group, ob as blocked
+    ob, px = conv_blocking(cx.device.cpu, so, h * wd, b * h * wd * kw * kh * 4 * gs[0])
     while group_slices and gs[1] % ob:  # an item's output slices stay in one conv group
         ob //= 2
     groups = -(-so // ob)
