@@ -287,7 +287,7 @@ def test_a_conv_over_its_whole_input_runs_as_a_1x1(
     assert_matches(single(build))
     launches = Executor(single(build), DEVICE).launches  # a 1x1 conv puts an input of <= 4 channels in slices
     assert [ln.kernel.split("_fused")[0] for ln in launches if ln.kernel != "input_to_slices"] == [
-        f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1, batch * height * width * cin)[0]}_p1"
+        f"conv1x1_o{conv_module.conv_blocking(DEVICE.cpu, -(-cout // 4), 1, batch * 4 * -(-height * width * cin // 4))[0]}_p1"
     ]
 
 
