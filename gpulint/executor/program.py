@@ -56,14 +56,20 @@ class Flavour(NamedTuple):
 
 
 @cache
+def _templates() -> dict[str, str]:
+    """The prelude's and every kernel file's text, by name: what kernel_source's key and the
+    rendering both read, read once."""
+    folder = resources.files("gpulint").joinpath("kernels")
+    return {name: folder.joinpath(name).read_text("utf-8") for name in (PRELUDE, *kernel_files())}
+
+
+@cache
 def kernel_source(flavour: Flavour) -> str:
     """All kernels, as `flavour` says; arithmetic in float but where it rounds to half. Rendered
     from the templates once and then kept in the cache folder, by a digest of all that rendering
     reads (the templates, the op codes, this file): jinja's parsing and rendering took 0.15-0.25
     s of every process's start, a quarter of pose_detection's start with its kernels cached."""
-    folder = resources.files("gpulint").joinpath("kernels")
-    texts = [folder.joinpath(name).read_text("utf-8") for name in (PRELUDE, *kernel_files())]
-    key = "\0".join([repr(flavour), opcodes.defines(), Path(__file__).read_text("utf-8"), *texts])
+    key = "\0".join([repr(flavour), opcodes.defines(), Path(__file__).read_text("utf-8"), *_templates().values()])
     path = cache_dir() / "sources" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.cl"
     with contextlib.suppress(OSError, UnicodeDecodeError):
         return path.read_text("utf-8")
@@ -78,9 +84,9 @@ def _render(flavour: Flavour) -> str:
     """kernel_source rendered from the templates."""
     import jinja2  # only when a source is not in the cache folder
 
-    folder = resources.files("gpulint").joinpath("kernels")
+    templates = _templates()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    prelude = env.from_string(folder.joinpath(PRELUDE).read_text("utf-8"))
+    prelude = env.from_string(templates[PRELUDE])
     half = flavour.half
     # Half storage converts in integer arithmetic on a CPU device (the one without epilogue_loop),
     # where vload_half/vstore_half are library calls; a GPU converts in hardware (prelude.cl.j2).
@@ -98,7 +104,7 @@ def _render(flavour: Flavour) -> str:
     )
     parts = [header]
     for name in kernel_files():  # templates unroll kernel variants (conv.cl.j2: blockings)
-        text = folder.joinpath(name).read_text("utf-8")
+        text = templates[name]
         if name.endswith(".j2"):
             text = env.from_string(text).render(epilogue_loop=flavour.epilogue_loop, half=half, **arithmetic)
         parts.append(text)
