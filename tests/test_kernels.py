@@ -144,7 +144,7 @@ __kernel void half_io(__global const FLT* h, __global float* f1, __global float*
     vstore4(LOAD4(i / 4, h), i / 4, f4);
     STORE4(vload4(i / 4, g), i / 4, o4);
   }
-  if (i % 16 == 0) vstore16(LOAD16(i / 16, h), i / 16, f16);
+  if (i % 16 == 0) ((__global float16*)f16)[i / 16] = LOAD16(i / 16, h);
   if (i % 8 == 0) vstore8(LOAD8(i / 8, h), i / 8, f8);
 }
 """
@@ -246,7 +246,7 @@ __kernel void nearest(__global const float* g, __global float* r1, __global floa
   int i = get_global_id(0);
   r1[i] = nearest_half(g[i]);
   if (i % 4 == 0) vstore4(nearest_half4(vload4(i / 4, g)), i / 4, r4);
-  if (i % 16 == 0) vstore16(nearest_half16(vload16(i / 16, g)), i / 16, r16);
+  if (i % 16 == 0) ((__global float16*)r16)[i / 16] = nearest_half16(((__global const float16*)g)[i / 16]);
 }
 """
 
