@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpulint.executor import layout, program, warmup
+from gpulint.executor import guard, layout, program, warmup
 from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.precision import Precision
@@ -75,10 +75,21 @@ def bind_all(device: Device, mode: Precision, launches: list[Launch], early: war
     """Each launch's kernel, built with all the others the model needs at once (program.kernels),
     with its arguments set. On PoCL a larger model's kernels are compiled first, in two processes
     at once (warmup.py; `early`: what warmup.early_start started)."""
-    warmup.compile_ahead(device, mode, launches, early)
+    while True:
+        try:
+            warmup.compile_ahead(device, mode, launches, early)
+            break
+        except guard.Crash as crash:  # kept as known bad: the next try takes another flavour, or says none is left
+            guard.record(device, crash.flavour, False, crash.reason)
+            guard.note_fallback(device, crash)
+            early = None
     makers = program.kernels(device, mode, [(ln.kernel, ln.defines) for ln in launches])
+    cl = opencl()
     for ln in launches:
-        ln.bound = makers[(ln.kernel, ln.defines)]()
+        try:
+            ln.bound = makers[(ln.kernel, ln.defines)]()
+        except cl.Error as e:  # a driver that builds a program without all its kernels
+            raise ExecutorError(f"{device.describe()}: the built program has no kernel {ln.kernel} ({e})") from None
         ln.bound.set_args(*ln.args)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpulint.atomic import write_atomic
-from gpulint.executor import opcodes
+from gpulint.executor import guard, opcodes
 from gpulint.executor.device import Device, cache_dir, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.precision import Precision
@@ -193,8 +193,9 @@ def built_once(device: Device, source: str) -> Any:
 
 
 def _flavour(device: Device, mode: Precision) -> Flavour:
-    """The kernel source for `device` at `mode`."""
-    return Flavour(
+    """The kernel source for `device` at `mode`: on PoCL, whose compiler runs in this process,
+    the first form of it not known to crash there (guard.py)."""
+    base = Flavour(
         half=mode.half_storage,
         fp16_extension=device.fp16,
         epilogue_loop=epilogue_loop(device),
@@ -202,6 +203,12 @@ def _flavour(device: Device, mode: Precision) -> Flavour:
         f16c=device.converts_half,
         half_accum=mode.half_accum,
     )
+    return guard.choose(device, base) if compiles_in_process(device) else base
+
+
+def compiles_in_process(device: Device) -> bool:
+    """PoCL on a CPU: LLVM compiles in the process that builds (a crash there is this process's)."""
+    return device.cpu and keeps_own_cache(device)
 
 
 def kernels(

@@ -21,6 +21,11 @@ after lowering, the child took as long again as lowering pose_detection to be re
 
 When anything here fails (no second core, a child that dies or hangs) nothing is lost: the
 first run compiles whatever is missing, as it always did.
+
+The first time a kernel flavour is used on a device (guard.py), nothing is compiled in this
+process: every program is compiled in a child, on any number of cores, and each child then loads
+the other's programs back from PoCL's cache and makes their kernels. A child that crashes, hangs
+or finds a kernel missing is a guard.Crash, which launch.bind_all answers with another flavour.
 """
 
 from __future__ import annotations
@@ -29,9 +34,13 @@ import contextlib
 import hashlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -78,11 +87,15 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
     """Compile the kernels of `launches` (launch.Launch) in two processes when PoCL's cache does
     not have them yet; see the module's note. Returns once both halves are in the cache. `early`:
     what early_start started, which this takes over (and dismisses when it has nothing for it)."""
-    from gpulint.executor import program
+    from gpulint.executor import guard, program
 
+    variants = sorted({(ln.kernel, ln.defines) for ln in launches})
+    if variants and program.compiles_in_process(device):
+        flavour = program._flavour(device, mode)
+        if guard.known(device, flavour) is None:
+            return _compile_guarded(device, mode, flavour, launches, variants, early)
     if not _possible(device):
         return dismiss(early)
-    variants = sorted({(ln.kernel, ln.defines) for ln in launches})
     programs = program.pocl_programs(device, mode, variants)
     if len(programs) < 2:
         return dismiss(early)
@@ -111,6 +124,94 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
         with contextlib.suppress(OSError):
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
+
+
+def _compile_guarded(
+    device: Any, mode: Any, flavour: Any, launches: list[Any], variants: list[tuple[str, str]], early: Early | None
+) -> None:
+    """`flavour`'s first use on this device: the model's programs compiled in two children (one
+    program: the second compiles nothing), then each child loads the other's back. Records the
+    flavour good, or raises guard.Crash. A child that cannot be started: the build stays in this
+    process, unguarded, as before."""
+    from gpulint.executor import guard, program
+
+    programs = program.pocl_programs(device, mode, variants)
+    names = [[f"{variants[i][0]}__{i}" for i in members] for _, members in programs]
+    jobs = [
+        {"source": source, "specs": _specs(launches, dict(zip([variants[i] for i in members], n, strict=True)))}
+        for (source, members), n in zip(programs, names, strict=True)
+    ]
+    checks = [[[source, n]] for (source, _), n in zip(programs, names, strict=True)]
+    if len(jobs) == 1:
+        jobs.append({})
+        checks.append([])
+    first = early.child if early is not None else None
+    children = [first if first is not None else _spawn(device), _spawn(device)]
+    try:
+        if any(child is None for child in children):
+            return
+        live = [child for child in children if child is not None]
+        deadline = time.monotonic() + CHILD_TIMEOUT_S
+        _ask(live, jobs, deadline, flavour)  # both compile at once
+        _ask(live, [{"check": check} for check in reversed(checks)], deadline, flavour)  # each the other's
+    finally:
+        dismiss(early)
+        for started in children:
+            _stop(started)
+    guard.record(device, flavour, True)
+    marker = _marker(device, [source for source, _ in programs])
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+
+
+def _ask(children: list[subprocess.Popen[bytes]], jobs: list[dict[str, Any]], deadline: float, flavour: Any) -> None:
+    """Send each child its job, then wait for each one's "done"; a child that dies, hangs past
+    `deadline` or says anything else is a guard.Crash with its reason."""
+    from gpulint.executor import guard
+
+    for child, job in zip(children, jobs, strict=True):  # by threads: a child not reading yet holds a pipe
+        threading.Thread(target=_write_line, args=(child, json.dumps(job).encode() + b"\n"), daemon=True).start()
+    for child in children:
+        assert child.stdout is not None
+        try:
+            ready, _, _ = select.select([child.stdout], [], [], max(deadline - time.monotonic(), 0))
+            answer = child.stdout.readline() if ready else None
+        except OSError:
+            answer = b""
+        if answer is None:
+            raise guard.Crash(flavour, f"the compiler hung (no answer in {CHILD_TIMEOUT_S} s)")
+        if answer != b"done\n":
+            raise guard.Crash(flavour, _death(child))
+
+
+def _write_line(child: subprocess.Popen[bytes], line: bytes) -> None:
+    with contextlib.suppress(OSError, ValueError):  # a child gone: its answer says so
+        assert child.stdin is not None
+        child.stdin.write(line)
+        child.stdin.flush()
+
+
+def _death(child: subprocess.Popen[bytes]) -> str:
+    """How a child ended, and the last line it wrote (LLVM's error, a missing kernel)."""
+    try:
+        code = child.wait(10)
+    except subprocess.TimeoutExpired:
+        _stop(child)
+        code = child.returncode
+    how = f"exit status {code}"
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            how = f"killed by {signal.Signals(-code).name}"
+    last = ""
+    err = child.stderr
+    if err is not None:
+        with contextlib.suppress(OSError, ValueError):
+            err.seek(0)
+            lines = [ln.strip() for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
+            last = lines[-1] if lines else ""
+    return f"the compiler {how}" + (f" ({last[:300]})" if last else "")
 
 
 def dismiss(early: Early | None) -> None:
@@ -223,15 +324,15 @@ def _spawn(device: Any) -> subprocess.Popen[bytes] | None:
     # executor, numpy, jinja2) took the child 0.35 s before it could start. -P: this folder's
     # modules (program.py, device.py, ...) are not importable by their bare names there.
     names = [str(device.device.platform.name), str(device.device.name), program.BUILD_OPTIONS]
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-P", __file__, *names],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+    try:  # stderr in a file: the compiler's last words, when it crashes, are the reason given
+        errors = tempfile.TemporaryFile()  # noqa: SIM115  # outlives this call: closed with the Popen
+        child = subprocess.Popen(
+            [sys.executable, "-P", __file__, *names], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors
         )
     except OSError:
         return None
+    child.stderr = errors  # read by _death; closed with the Popen
+    return child
 
 
 def _send(child: subprocess.Popen[bytes], source: str, specs: list[dict[str, Any]]) -> bool:
@@ -241,7 +342,7 @@ def _send(child: subprocess.Popen[bytes], source: str, specs: list[dict[str, Any
     stdin = child.stdin
     if stdin is None:
         return False
-    job = json.dumps({"source": source, "specs": specs}).encode()
+    job = json.dumps({"source": source, "specs": specs}).encode() + b"\n"
 
     def write() -> None:
         with contextlib.suppress(OSError):  # a child gone: compile_ahead sees it exit
@@ -264,14 +365,27 @@ def _child(platform: str, name: str, options: str) -> None:
     context = cl.Context([device])
     queue = cl.CommandQueue(context)
     _first_build(context, options)
-    sent = sys.stdin.buffer.read()
-    if not sent:
-        return
-    job = json.loads(sent)
-    built = cl.Program(context, job["source"]).build(options)
-    run_specs(context, queue, built, job["specs"])
+    for line in sys.stdin.buffer:  # one job a line; "done" on stdout after each
+        job = json.loads(line)
+        if job.get("source"):
+            built = cl.Program(context, job["source"]).build(options)
+            run_specs(context, queue, built, job["specs"])
+        for source, names in job.get("check", []):  # programs another process compiled, loaded back
+            loaded = cl.Program(context, source).build(options)
+            for name in names:
+                try:
+                    cl.Kernel(loaded, name)
+                except cl.Error:
+                    print(
+                        f"a program PoCL compiled loads back from its cache without its kernel {name}", file=sys.stderr
+                    )
+                    sys.stderr.flush()
+                    os._exit(3)
+        sys.stdout.buffer.write(b"done\n")
+        sys.stdout.flush()
     # Done: what PoCL compiled is in its cache. Exit without PoCL's and Python's teardown, which
-    # the parent waited for (0.1-0.2 s of pose_detection's cold start).
+    # the parent waited for (0.1-0.2 s of pose_detection's cold start), and which aborts after a
+    # program came back empty.
     os._exit(0)
 
 

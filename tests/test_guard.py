@@ -1,0 +1,163 @@
+"""A kernel flavour's first use on PoCL compiles in child processes (gpulint/executor/guard.py):
+a compiler that crashes, hangs or loads a program back without its kernels becomes another
+flavour, or one clear error, and the outcome is remembered in the cache folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import opencl_device
+from typer.testing import CliRunner
+
+from gpulint.cli import app
+from gpulint.executor import Executor, ExecutorError, guard, program, warmup
+from gpulint.executor.precision import precision
+from gpulint.model import Model, write
+from gpulint.model.build import ModelBuilder
+
+DEVICE, NO_DEVICE = opencl_device()
+pytestmark = pytest.mark.skipif(
+    DEVICE is None or not program.compiles_in_process(DEVICE),
+    reason=NO_DEVICE or "the guard is for PoCL, whose compiler runs in the process that builds",
+)
+
+# A child that reads its first job, says what LLVM says, and dies by a signal.
+SEGFAULT = "import os, signal, sys; sys.stdin.readline(); print('LLVM ERROR: injected', file=sys.stderr, flush=True); os.kill(os.getpid(), signal.SIGSEGV)"
+# A child that compiles (says done) and finds a kernel missing when it loads the other's program.
+EMPTY_PROGRAM = "import sys, os; sys.stdin.readline(); print('done', flush=True); sys.stdin.readline(); print('a program PoCL compiled loads back from its cache without its kernel k__0', file=sys.stderr, flush=True); os._exit(3)"
+HANG = "import time; time.sleep(600)"
+
+
+def relu_model(channels: int = 20) -> Model:
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    g.output(g.op("RELU", [g.input("x", [1, 4, 4, channels])], [1, 4, 4, channels]))
+    return mb.build()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Flavour records in a folder of their own (PoCL keeps its cache where it was told at start)."""
+    monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(program, "_PROGRAMS", {})
+    return tmp_path
+
+
+def fake_children(monkeypatch: pytest.MonkeyPatch, code: str, count: int) -> list[subprocess.Popen[bytes]]:
+    """The first `count` children run `code` instead of the compiler; later ones are real."""
+    made: list[subprocess.Popen[bytes]] = []
+    real = warmup._spawn
+
+    def spawn(device: object) -> subprocess.Popen[bytes] | None:
+        if len(made) >= count:
+            return real(device)
+        errors = tempfile.TemporaryFile()  # noqa: SIM115  # closed with the Popen
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors
+        )
+        child.stderr = errors
+        made.append(child)
+        return child
+
+    monkeypatch.setattr(warmup, "_spawn", spawn)
+    return made
+
+
+def test_a_crashing_flavour_falls_back_and_is_remembered(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first flavour's children die by SIGSEGV: it is recorded bad with the signal and LLVM's
+    last line, a note says so, the next flavour builds and computes right; the next executor
+    takes that flavour at once, starting no child."""
+    assert DEVICE is not None
+    mode = precision("fp16")
+    first = program._flavour(DEVICE, mode)
+    children = fake_children(monkeypatch, SEGFAULT, 2)
+    x = np.random.default_rng(0).uniform(-2, 2, (1, 4, 4, 20)).astype(np.float32)
+    (y,) = Executor(relu_model(), DEVICE, precision="fp16").run([x])
+    np.testing.assert_array_equal(y, np.maximum(x.astype(np.float16), 0).astype(np.float32))
+    assert len(children) == 2 and all(child.poll() is not None for child in children)
+    assert guard.known(DEVICE, first) is False
+    assert guard.reason(DEVICE, first) == "the compiler killed by SIGSEGV (LLVM ERROR: injected)"
+    assert "trying another kernel form" in capsys.readouterr().err
+    second = program._flavour(DEVICE, mode)
+    assert second == guard.candidates(first)[1] and guard.known(DEVICE, second) is True
+
+    def no_child(device: object) -> None:
+        raise AssertionError("a child was started")
+
+    monkeypatch.setattr(warmup, "_spawn", no_child)
+    np.testing.assert_array_equal(Executor(relu_model(), DEVICE, precision="fp16").run([x])[0], y)
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (
+            EMPTY_PROGRAM,
+            "the compiler exit status 3 (a program PoCL compiled loads back from its cache without its kernel k__0)",
+        ),
+        (HANG, "the compiler hung (no answer in 1 s)"),
+    ],
+)
+def test_a_missing_kernel_or_a_hang_is_a_crash_too(
+    code: str, reason: str, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert DEVICE is not None
+    monkeypatch.setattr(warmup, "CHILD_TIMEOUT_S", 1)
+    first = program._flavour(DEVICE, precision("fp32"))
+    children = fake_children(monkeypatch, code, 2)
+    x = np.linspace(-1, 1, 4 * 4 * 20, dtype=np.float32).reshape(1, 4, 4, 20)
+    np.testing.assert_array_equal(Executor(relu_model(), DEVICE).run([x])[0], np.maximum(x, 0))
+    assert guard.reason(DEVICE, first) == reason
+    assert all(child.poll() is not None for child in children)
+
+
+def test_every_flavour_crashing_is_one_error_naming_the_way_out(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each candidate crashes: an ExecutorError naming the device, the driver and the ways out;
+    the next executor says the same without compiling anything."""
+    assert DEVICE is not None
+    base = program._flavour(DEVICE, precision("fp16"))
+    tries = len(guard.candidates(base))
+    children = fake_children(monkeypatch, SEGFAULT, 2 * tries)
+    with pytest.raises(ExecutorError) as raised:
+        Executor(relu_model(), DEVICE, precision="fp16")
+    message = str(raised.value)
+    assert len(children) == 2 * tries
+    assert message.startswith(f"gpulint's kernels crash the OpenCL compiler of {DEVICE.name} (")
+    assert "killed by SIGSEGV" in message and "pocl-opencl-icd" in message and "--precision fp32" in message
+    assert all(guard.known(DEVICE, f) is False for f in guard.candidates(base))
+    with pytest.raises(ExecutorError, match="in every form it has"):
+        Executor(relu_model(), DEVICE, precision="fp16")
+    assert len(children) == 2 * tries
+
+
+def test_verify_says_it_in_one_line_and_exits_2(fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a user sees when no flavour compiles: one error line, exit 2, no traceback."""
+    assert DEVICE is not None
+    path = fresh_cache / "relu.tflite"
+    write(relu_model(), path)
+    fake_children(monkeypatch, SEGFAULT, 100)
+    result = CliRunner().invoke(app, ["verify", str(path), "--precision", "fp16"])
+    assert result.exit_code == 2, result.output
+    errors = [ln for ln in result.output.splitlines() if ln.startswith("gpulint: error:")]
+    assert len(errors) == 1 and "crash the OpenCL compiler" in errors[0]
+    assert "Traceback" not in result.output
+
+
+def test_candidates_fall_back_to_less_of_the_cpus_own_code() -> None:
+    base = program.Flavour(half=True, half_math=True, f16c=True)
+    assert guard.candidates(base) == [
+        base,
+        base._replace(f16c=False),
+        base._replace(f16c=False, epilogue_loop=True),
+    ]
+    looped = program.Flavour(half=False, epilogue_loop=True)
+    assert guard.candidates(looped) == [looped]
