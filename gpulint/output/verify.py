@@ -15,9 +15,11 @@ if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the in
 
 
 def render_verify(result: VerifyResult) -> str:
+    d = result.device
     lines = [
         f"{clean(result.candidate, 300)}: {'PASS' if result.passed else 'FAIL'} against the LiteRT CPU interpreter "
-        f"on {clean(result.model, 300)} ({result.runs} run(s), {precision_text(result.precision)}, {result.device})"
+        f"on {clean(result.model, 300)} ({result.runs} run(s), {precision_text(result.precision)}, {d['name']})",
+        f"  device: {clean(d['name'], 200)} ({clean(d['driver'], 200)})" + (f": {d['why']}" if d["why"] else ""),
     ]
     for p in result.partitions:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")

@@ -59,7 +59,7 @@ class OutputResult:
 class VerifyResult:
     model: str
     candidate: str
-    device: str
+    device: dict[str, str]  # name, driver, and why it was chosen (Device.info)
     precision: str
     runs: int
     partitions: list[dict[str, Any]]

@@ -110,7 +110,7 @@ def _verify_with(
     result = VerifyResult(
         str(req.model_path),
         str(req.candidate_path or req.model_path),
-        device.describe(),
+        device.info(),
         req.precision,
         len(all_inputs),
         parts,
