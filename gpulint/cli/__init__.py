@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from gpulint import __version__
-from gpulint.cli import check, fix, inspect, report, rules, verify
+from gpulint.cli import check, doctor, fix, inspect, report, rules, verify
 
 app = typer.Typer(
     name="gpulint",
@@ -50,6 +50,7 @@ app.command("rule")(rules.explain_rule)
 app.command()(fix.fix)
 app.command()(verify.verify)
 app.command("bench")(verify.bench)
+app.command()(doctor.doctor)
 app.command()(report.report)
 app.command()(inspect.demo)
 
