@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean browser oracle oracle-webgpu converters
+.PHONY: demo test lint bench clean pocl browser oracle oracle-webgpu converters
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,19 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev browser oracle oracle-webgpu converters
+test: $(VENV)/.installed-dev pocl browser oracle oracle-webgpu converters
 	$(BIN)/python -m pytest -q
+
+# A second OpenCL implementation beside the pip PoCL: Debian's PoCL (a newer LLVM), which the
+# default device choice prefers and `gpulint doctor` (tests/test_doctor.py) self-tests with the
+# pip one. Installed here when it is missing and this user can (root with apt-get, as on CI);
+# otherwise the tests run on the pip PoCL alone.
+pocl:
+	@dpkg -s pocl-opencl-icd >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd >/dev/null \
+	      || echo "note: installing pocl-opencl-icd failed; the tests run on the pip PoCL alone"; }; \
+	  else echo "note: pocl-opencl-icd is missing and cannot be installed here; the tests run on the pip PoCL alone"; fi; }
 
 # The report tests render pages in Debian's headless Chromium. Installed here when it is missing
 # and this user can (root with apt-get, as on CI); otherwise those tests skip and say why.
