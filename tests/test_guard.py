@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from gpulint.cli import app
 from gpulint.executor import Executor, ExecutorError, guard, program, warmup
+from gpulint.executor.device import failed
 from gpulint.executor.precision import precision
 from gpulint.model import Model, write
 from gpulint.model.build import ModelBuilder
@@ -83,11 +84,14 @@ def test_a_crashing_flavour_falls_back_and_is_remembered(
     (y,) = Executor(relu_model(), DEVICE, precision="fp16").run([x])
     np.testing.assert_array_equal(y, np.maximum(x.astype(np.float16), 0).astype(np.float32))
     assert len(children) == 2 and all(child.poll() is not None for child in children)
-    assert guard.known(DEVICE, first) is False
-    assert guard.reason(DEVICE, first) == "the compiler killed by SIGSEGV (LLVM ERROR: injected)"
+    assert guard.known(DEVICE, first, program.kernel_source(first)) is False
+    assert (
+        guard.reason(DEVICE, first, program.kernel_source(first))
+        == "the compiler killed by SIGSEGV (LLVM ERROR: injected)"
+    )
     assert "trying another kernel form" in capsys.readouterr().err
     second = program._flavour(DEVICE, mode)
-    assert second == guard.candidates(first)[1] and guard.known(DEVICE, second) is True
+    assert second == guard.candidates(first)[1] and guard.known(DEVICE, second, program.kernel_source(second)) is True
 
     def no_child(device: object) -> None:
         raise AssertionError("a child was started")
@@ -115,7 +119,7 @@ def test_a_missing_kernel_or_a_hang_is_a_crash_too(
     children = fake_children(monkeypatch, code, 2)
     x = np.linspace(-1, 1, 4 * 4 * 20, dtype=np.float32).reshape(1, 4, 4, 20)
     np.testing.assert_array_equal(Executor(relu_model(), DEVICE).run([x])[0], np.maximum(x, 0))
-    assert guard.reason(DEVICE, first) == reason
+    assert guard.reason(DEVICE, first, program.kernel_source(first)) == reason
     assert all(child.poll() is not None for child in children)
 
 
@@ -134,7 +138,8 @@ def test_every_flavour_crashing_is_one_error_naming_the_way_out(
     assert len(children) == 2 * tries
     assert message.startswith(f"gpulint's kernels crash the OpenCL compiler of {DEVICE.name} (")
     assert "killed by SIGSEGV" in message and "pocl-opencl-icd" in message and "--precision fp32" in message
-    assert all(guard.known(DEVICE, f) is False for f in guard.candidates(base))
+    assert all(guard.known(DEVICE, f, program.kernel_source(f)) is False for f in guard.candidates(base))
+    assert failed(DEVICE.device) == message  # the default choice passes it over while another device is present
     with pytest.raises(ExecutorError, match="in every form it has"):
         Executor(relu_model(), DEVICE, precision="fp16")
     assert len(children) == 2 * tries

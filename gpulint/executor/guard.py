@@ -16,16 +16,13 @@ import contextlib
 import hashlib
 import json
 import sys
-from functools import cache
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpulint.atomic import write_atomic
-from gpulint.executor.device import Device, cache_dir
+from gpulint.executor.device import Device, cache_dir, host_cpu, mark_failed
 from gpulint.executor.errors import DeviceError, ExecutorError
-
-if TYPE_CHECKING:
-    from gpulint.executor.program import Flavour
+from gpulint.executor.flavour import Flavour
 
 
 class Crash(ExecutorError):
@@ -45,65 +42,59 @@ def candidates(base: Flavour) -> list[Flavour]:
     return [f for i, f in enumerate(ordered) if f not in ordered[:i]]
 
 
-@cache
-def _host_cpu() -> str:
-    """The CPU's model name and flags: what a driver that compiles for the host compiles for."""
-    with contextlib.suppress(OSError):
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        wanted = [ln.split(":", 1)[1].strip() for ln in lines if ln.startswith(("model name", "flags", "Features"))]
-        return " ".join(wanted[:2])
-    return ""
-
-
-def _record(device: Device, flavour: Flavour) -> Path:
-    from gpulint.executor import program
-
+def _record(device: Device, flavour: Flavour, source: str) -> Path:
+    """The record of `flavour` (its kernel `source`, as program.kernel_source renders it) on this
+    device, driver and host CPU: a new gpulint, driver or machine learns again."""
     platform = device.device.platform
+    name, flags = host_cpu()
     key = "\0".join(
         [
             str(platform.name),
             str(platform.version),
             device.name,
-            str(device.device.driver_version),
-            _host_cpu(),
+            device.driver,
+            name,
+            " ".join(sorted(flags)),
             repr(flavour),
-            program.kernel_source(flavour),
-            program.BUILD_OPTIONS,
+            source,
         ]
     )
     return cache_dir() / "flavours" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def known(device: Device, flavour: Flavour) -> bool | None:
+def known(device: Device, flavour: Flavour, source: str) -> bool | None:
     """True: this flavour's programs compiled and loaded back on this device before; False: they
     crashed or came back without their kernels; None: not tried yet."""
     try:
-        return bool(json.loads(_record(device, flavour).read_text())["ok"])
+        return bool(json.loads(_record(device, flavour, source).read_text())["ok"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def reason(device: Device, flavour: Flavour) -> str:
+def reason(device: Device, flavour: Flavour, source: str) -> str:
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        return str(json.loads(_record(device, flavour).read_text())["reason"])
+        return str(json.loads(_record(device, flavour, source).read_text())["reason"])
     return ""
 
 
-def record(device: Device, flavour: Flavour, ok: bool, why: str = "") -> None:
+def record(device: Device, flavour: Flavour, source: str, ok: bool, why: str = "") -> None:
     """Keep the outcome; a record that cannot be written is learnt again next time."""
-    path = _record(device, flavour)
+    path = _record(device, flavour, source)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, [json.dumps({"ok": ok, "reason": why, "flavour": repr(flavour)}).encode()])
 
 
-def choose(device: Device, base: Flavour) -> Flavour:
-    """The first of `base`'s candidates not known bad on this device."""
+def choose(device: Device, base: Flavour, source: Callable[[Flavour], str]) -> Flavour:
+    """The first of `base`'s candidates not known bad on this device (`source`: a flavour's kernel
+    source, program.kernel_source)."""
     options = candidates(base)
     for flavour in options:
-        if known(device, flavour) is not False:
+        if known(device, flavour, source(flavour)) is not False:
             return flavour
-    raise DeviceError(no_flavour_left(device, reason(device, options[0])))  # the device's, not an op's: verify stops
+    message = no_flavour_left(device, reason(device, options[0], source(options[0])))
+    mark_failed(device.device, message)  # the default choice passes it over from now on, while another is present
+    raise DeviceError(message)  # the device's, not an op's: verify stops
 
 
 def no_flavour_left(device: Device, why: str) -> str:

@@ -80,7 +80,7 @@ def bind_all(device: Device, mode: Precision, launches: list[Launch], early: war
             warmup.compile_ahead(device, mode, launches, early)
             break
         except guard.Crash as crash:  # kept as known bad: the next try takes another flavour, or says none is left
-            guard.record(device, crash.flavour, False, crash.reason)
+            guard.record(device, crash.flavour, program.kernel_source(crash.flavour), False, crash.reason)
             guard.note_fallback(device, crash)
             early = None
     makers = program.kernels(device, mode, [(ln.kernel, ln.defines) for ln in launches])

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable
 from functools import cache, partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpulint.atomic import write_atomic
 from gpulint.executor import guard, opcodes
 from gpulint.executor.device import Device, cache_dir, opencl
 from gpulint.executor.errors import ExecutorError
+from gpulint.executor.flavour import Flavour
 from gpulint.executor.precision import Precision
 
 PRELUDE = "prelude.cl.j2"
@@ -36,23 +37,6 @@ def kernel_files() -> list[str]:
     folder = resources.files("gpulint").joinpath("kernels")
     names = [f.name for f in folder.iterdir() if f.name.endswith((".cl", ".cl.j2")) and f.name != PRELUDE]
     return sorted(names)
-
-
-class Flavour(NamedTuple):
-    """What a kernel source is made for. `half`: tensors stored as half. Half storage needs no
-    cl_khr_fp16: OpenCL C lets any device read and write half buffers with vload_half/vstore_half;
-    `fp16_extension` (a device that has it) turns cl_khr_fp16 on. `epilogue_loop`: fused conv
-    kernels run their fused steps in one loop after the stores instead of at each unrolled store
-    (see conv.cl.j2). `half_math` (F32_F16 and F16, precision.py): each step on values rounded to
-    half (the kernels' RH macros); `half_accum` (F16): the conv-family sums too (RA). `f16c`: on a
-    CPU device, half vectors convert in the CPU's own instructions (Device.converts_half)."""
-
-    half: bool
-    fp16_extension: bool = False
-    epilogue_loop: bool = False
-    half_math: bool = False
-    f16c: bool = False
-    half_accum: bool = False
 
 
 @cache
@@ -203,7 +187,7 @@ def _flavour(device: Device, mode: Precision) -> Flavour:
         f16c=device.converts_half,
         half_accum=mode.half_accum,
     )
-    return guard.choose(device, base) if compiles_in_process(device) else base
+    return guard.choose(device, base, kernel_source) if compiles_in_process(device) else base
 
 
 def compiles_in_process(device: Device) -> bool:

@@ -92,7 +92,7 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
     variants = sorted({(ln.kernel, ln.defines) for ln in launches})
     if variants and program.compiles_in_process(device):
         flavour = program._flavour(device, mode)
-        if guard.known(device, flavour) is None:
+        if guard.known(device, flavour, program.kernel_source(flavour)) is None:
             return _compile_guarded(device, mode, flavour, launches, variants, early)
     if not _possible(device):
         return dismiss(early)
@@ -158,7 +158,7 @@ def _compile_guarded(
         dismiss(early)
         for started in children:
             _stop(started)
-    guard.record(device, flavour, True)
+    guard.record(device, flavour, program.kernel_source(flavour), True)
     marker = _marker(device, [source for source, _ in programs])
     if marker is not None:
         with contextlib.suppress(OSError):
