@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,19 @@ def test_every_device_runs_the_half_kernels_from_an_empty_cache_and_back(spec: s
     # ... in the first form tried: no flavour needed a fallback (the guard would have hidden the bug)
     records = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "flavours").glob("*.json")]
     assert records and all(r["ok"] for r in records), records
+
+
+def test_a_program_without_its_kernel_is_the_devices_error_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver whose built program lacks a kernel (INVALID_KERNEL_NAME): a DeviceError naming the
+    device and the kernel, which verify reports as an error rather than an op to run elsewhere."""
+    import pyopencl as cl
+
+    from gpulint.executor import DeviceError
+
+    assert DEVICE is not None
+    empty = cl.Program(DEVICE.context, "__kernel void other(__global int* x) { x[0] = 0; }").build()
+    monkeypatch.setattr(
+        program, "kernels", lambda device, mode, wanted: {w: partial(cl.Kernel, empty, w[0]) for w in wanted}
+    )
+    with pytest.raises(DeviceError, match=r"the built program has no kernel \w+ \(.*INVALID_KERNEL_NAME"):
+        Executor(relu_model(), DEVICE)

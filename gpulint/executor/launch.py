@@ -9,7 +9,7 @@ from typing import Any
 
 from gpulint.executor import guard, layout, program, warmup
 from gpulint.executor.device import Device, opencl
-from gpulint.executor.errors import ExecutorError
+from gpulint.executor.errors import DeviceError, ExecutorError
 from gpulint.executor.precision import Precision
 
 
@@ -88,8 +88,8 @@ def bind_all(device: Device, mode: Precision, launches: list[Launch], early: war
     for ln in launches:
         try:
             ln.bound = makers[(ln.kernel, ln.defines)]()
-        except cl.Error as e:  # a driver that builds a program without all its kernels
-            raise ExecutorError(f"{device.describe()}: the built program has no kernel {ln.kernel} ({e})") from None
+        except cl.Error as e:  # a driver that builds a program without all its kernels: the device's fault, not an op's
+            raise DeviceError(f"{device.describe()}: the built program has no kernel {ln.kernel} ({e})") from None
         ln.bound.set_args(*ln.args)
 
 
