@@ -28,7 +28,7 @@ RNG = np.random.default_rng(3)
 
 def verify_json(*args: str) -> tuple[int, dict[str, object]]:
     r = runner.invoke(app, ["verify", *args, "--format", "json"])
-    assert r.exit_code in (0, 1), r.output
+    assert r.exit_code in (0, 1, 3), r.output
     return r.exit_code, json.loads(r.stdout)
 
 
@@ -62,6 +62,25 @@ def test_verify_pass_names_device_and_partition(tmp_path: Path) -> None:
     assert [p["kind"] for p in out["partitions"]] == ["gpu"]  # type: ignore[union-attr,index]
     (o,) = out["outputs"]  # type: ignore[misc]
     assert o["max_abs_error"] <= o["atol"] and 0.999 < o["cosine_similarity"] <= 1.0 + 1e-9
+
+
+@needs_device
+def test_verify_with_nothing_on_the_executor_is_no_bare_pass(tmp_path: Path) -> None:
+    """A graph with no op the delegate takes (REVERSE_V2 alone): the CPU was compared with the CPU.
+    Not a bare PASS: status CPU-ONLY, exit 3, and the text says what was and was not shown (#40)."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 4])
+    g.output(g.op("REVERSE_V2", [x, g.const("axis", np.array([1], np.int32))], [1, 4, 4, 4]))
+    path = tmp_path / "cpu_only.tflite"
+    write(mb.build(), path)
+    code, out = verify_json(str(path))
+    assert code == 3 and out["status"] == "CPU-ONLY" and out["executor_ops"] == 0, out
+    assert all(o["status"] == "PASS" for o in out["outputs"])  # type: ignore[union-attr,index]
+    text = runner.invoke(app, ["verify", str(path)])
+    assert text.exit_code == 3
+    assert text.output.startswith(f"{path}: CPU-ONLY against the LiteRT CPU interpreter")
+    assert "no op ran on the executor" in text.output and "PASS against" not in text.output
 
 
 @needs_device
@@ -209,15 +228,19 @@ def test_interpreter_crash_is_an_error_not_a_dead_process(tmp_path: Path) -> Non
 @needs_device
 @pytest.mark.parametrize("path", corpus_params())
 def test_corpus_verifies_as_given_and_after_fix(path: Path, tmp_path: Path) -> None:
-    code, out = verify_json(str(path))
-    assert code == 0, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
-    for half in ("fp32-fp16", "fp16"):  # F32_F16: float sums in convs; F16: half sums too (what phones run)
-        code, out = verify_json(str(path), "--precision", half)
-        assert code == 0 and out["precision"] == half, [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
+    """Every corpus model within tolerance as given, at each precision; one the delegate refuses as
+    converted (the TF converter's dynamic batch) ran wholly on the CPU, which is CPU-ONLY (exit 3),
+    not a PASS (#40). After `fix` every model runs on the executor and PASSes."""
+    for precision in ("fp32", "fp32-fp16", "fp16"):  # F32_F16: float sums in convs; F16: half sums too
+        code, out = verify_json(str(path), "--precision", precision)
+        assert (code, out["status"]) in ((0, "PASS"), (3, "CPU-ONLY")), [o["reason"] for o in out["outputs"]]  # type: ignore[union-attr]
+        assert out["precision"] == precision and (out["executor_ops"] > 0) == (code == 0)  # type: ignore[operator]
     fixed = tmp_path / "fixed.tflite"
     r = runner.invoke(app, ["fix", str(path), "-o", str(fixed), "--verify"])
     assert r.exit_code == 0, r.output
     assert "fixed model: PASS" in r.stdout
+    code, out = verify_json(str(fixed))
+    assert (code, out["status"]) == (0, "PASS") and out["executor_ops"] > 0, out["partitions"]  # type: ignore[operator]
 
 
 @needs_device
@@ -460,11 +483,12 @@ def test_corpus_dynamic_range_model_verifies(tmp_path: Path) -> None:
     path = corpus_file("mobilenet_v1_025_224_dr8.tflite")
     assert reference.hybrid_ops(read(path))
     code, out = verify_json(str(path))
-    assert code == 0 and not out["cpu_reference"] and [p["kind"] for p in out["partitions"]] == ["cpu"]  # type: ignore[union-attr,index]
+    assert code == 3 and out["status"] == "CPU-ONLY" and out["executor_ops"] == 0  # nothing shown of the GPU
+    assert not out["cpu_reference"] and [p["kind"] for p in out["partitions"]] == ["cpu"]  # type: ignore[union-attr,index]
     fixed = tmp_path / "dr8_static.tflite"
     assert runner.invoke(app, ["fix", str(path), "-o", str(fixed)]).exit_code == 0
     code, out = verify_json(str(fixed))
-    assert code == 0 and "hybrid" in str(out["cpu_reference"])
+    assert code == 0 and out["status"] == "PASS" and "hybrid" in str(out["cpu_reference"])
 
 
 # -- bisect -----------------------------------------------------------------------------------------
@@ -707,12 +731,14 @@ def test_integer_inputs_stay_inside_the_tables_they_index(tmp_path: Path) -> Non
     path = tmp_path / "tokens.tflite"
     write(token_model(), path)
     code, out = verify_json(str(path), "--runs", "3")
-    assert code == 0, out
+    assert code == 3 and out["status"] == "CPU-ONLY", (
+        out
+    )  # no op of it runs on the GPU: within tolerance, nothing shown
     ids, step = out["integer_inputs"]  # type: ignore[misc]
     assert (ids["input"], ids["low"], ids["high"]) == ("ids", 0, 299) and "GATHER's table of 300" in ids["note"]
     assert step["input"] == "step" and step["source"] == "" and "--inputs" in step["note"]
     text = runner.invoke(app, ["verify", str(path)])
-    assert text.exit_code == 0, text.output
+    assert text.exit_code == 3, text.output
     assert "input step: random integers in [0, 3]: no op of the model says what range it takes" in text.stdout
 
 

@@ -134,7 +134,12 @@ def verify(
         stop(attempt.where, attempt.error or "")
     result = attempt.result
     typer.echo(json.dumps(result.to_json(), indent=2) if output_format is TextOrJson.json else render_verify(result))
-    raise typer.Exit(0 if result.passed else 1)
+    raise typer.Exit(EXIT_CODES[result.status])
+
+
+# 0 PASS, 1 FAIL, 2 a usage error or a model that cannot run, 3 within tolerance but nothing ran on
+# the executor (VerifyResult.status): CI can tell "the GPU path was shown right" from "not shown".
+EXIT_CODES = {"PASS": 0, "FAIL": 1, "CPU-ONLY": 3}
 
 
 def _tolerances(atol: float | None, rtol: float, items: list[str] | None) -> dict[str, Tolerance]:

@@ -17,12 +17,17 @@ if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the in
 def render_verify(result: VerifyResult) -> str:
     d = result.device
     lines = [
-        f"{clean(result.candidate, 300)}: {'PASS' if result.passed else 'FAIL'} against the LiteRT CPU interpreter "
+        f"{clean(result.candidate, 300)}: {result.status} against the LiteRT CPU interpreter "
         f"on {clean(result.model, 300)} ({result.runs} run(s), {precision_text(result.precision)}, {d['name']})",
         f"  device: {clean(d['name'], 200)} ({clean(d['driver'], 200)})" + (f": {d['why']}" if d["why"] else ""),
     ]
     for p in result.partitions:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
+    if result.status == "CPU-ONLY":
+        lines.append(
+            "  no op ran on the executor: every op ran on the LiteRT CPU interpreter, so the executor comparison "
+            "set the CPU against itself and shows nothing about the GPU (exit 3)"
+        )
     if result.noise_probe:
         lines.append(f"  CPU noise: {result.noise_probe}")
     for r in result.integer_inputs:

@@ -77,11 +77,26 @@ class VerifyResult:
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs)
 
+    @property
+    def executor_ops(self) -> int:
+        """How many of the candidate's ops ran on the executor (its GPU partitions)."""
+        return sum(len(p["ops"]) for p in self.partitions if p["kind"] == "gpu")
+
+    @property
+    def status(self) -> str:
+        """PASS, FAIL, or CPU-ONLY: every comparison within tolerance, but no op ran on the
+        executor (a graph the delegate refuses, or one with no op it takes), so its comparison
+        set the CPU against itself and showed nothing about the GPU. `gpulint verify` exits 3."""
+        if not self.passed:
+            return "FAIL"
+        return "PASS" if self.executor_ops else "CPU-ONLY"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "candidate": self.candidate,
-            "status": "PASS" if self.passed else "FAIL",
+            "status": self.status,
+            "executor_ops": self.executor_ops,
             "device": self.device,
             "precision": self.precision,
             "precision_means": PRECISION_WORDS.get(self.precision, ""),
