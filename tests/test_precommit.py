@@ -49,3 +49,45 @@ def test_hook_runs_under_pre_commit(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "Failed" in bad.stdout
     assert "bad.tflite: GPU101 [error] `SPACE_TO_BATCH_ND` has no GPU delegate implementation" in bad.stdout
+
+
+def readme_config() -> str:
+    """The `.pre-commit-config.yaml` block of README's pre-commit section, as a user pastes it."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### pre-commit") :]
+    return section[section.index("```yaml\n") + len("```yaml\n") : section.index("\n```", section.index("```yaml"))]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_readmes_config_works_when_pasted(tmp_path: Path) -> None:
+    """README's block in a fresh repository's .pre-commit-config.yaml: pre-commit accepts it, the
+    hook passes a good model and fails the sample with its GPU101 line (#40 item 3)."""
+    repo = tmp_path / "app"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    (repo / ".pre-commit-config.yaml").write_text(readme_config() + "\n")
+    write(sample_model(), repo / "bad.tflite")
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    g.output(g.op("RELU", [g.input("x", [1, 8, 8, 4])], [1, 8, 8, 4]))
+    write(mb.build(), repo / "good.tflite")
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    # gpulint where pre-commit runs: this interpreter's venv first on the PATH
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+    def run(*files: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "pre_commit", "run", "--files", *files]
+        return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+
+    good = run("good.tflite")
+    assert good.returncode == 0 and "gpulint check" in good.stdout and "Passed" in good.stdout, (
+        good.stdout + good.stderr
+    )
+    bad = run("bad.tflite", "good.tflite")
+    assert bad.returncode == 1 and "Failed" in bad.stdout, bad.stdout + bad.stderr
+    assert "bad.tflite: GPU101 [error] `SPACE_TO_BATCH_ND` has no GPU delegate implementation" in bad.stdout
