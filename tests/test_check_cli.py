@@ -264,6 +264,10 @@ def test_user_rule_pack(models: Path) -> None:
         f"gpulint: error: {pack}:5: `chekcs`: expected one of: max_version, checks, init_checks, "
         "extra_input_types, extra_output_types, quantized_only, source (unknown key)"
     )
+    not_a_pack = models / "text.tflite"  # a file that is no mapping at all: one colon after its name (#40 item 6)
+    not_a_pack.write_text("hello\n")
+    code, _, err = run(str(models / "vendor.tflite"), "--rules", str(not_a_pack))
+    assert code == 2 and err.strip() == f"gpulint: error: {not_a_pack}: expected a mapping"
 
 
 def test_jobs_give_the_same_results(models: Path) -> None:

@@ -81,5 +81,5 @@ def test_a_detector_whose_rule_is_gone() -> None:
 
 def test_a_missing_found_by() -> None:
     broken = TEXT.replace("    found_by: partition\n", "")
-    with pytest.raises(pack.PackError, match=re.escape(f"{WHERE}:{entry_line('GPU109')}:: expected key `found_by`")):
+    with pytest.raises(pack.PackError, match=re.escape(f"{WHERE}:{entry_line('GPU109')}: expected key `found_by`")):
         pack.parse_rules(broken, WHERE)

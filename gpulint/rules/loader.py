@@ -57,8 +57,8 @@ class Validator:
             else getattr(node, "line", 0)
         )
         at = f":{line}" if line else ""
-        what = f" `{key}`" if key is not None else ""
-        return PackError(f"{self.where}{at}:{what}: expected {expected}")
+        what = f": `{key}`" if key is not None else ""  # file:line: `key`: expected ..., or file:line: expected ...
+        return PackError(f"{self.where}{at}{what}: expected {expected}")
 
     def mapping(self, node: Any, key: str | None, parent: Any = None) -> LineMap:
         if not isinstance(node, LineMap):
