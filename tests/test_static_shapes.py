@@ -436,3 +436,32 @@ def test_fix_help_names_every_pass_with_its_safety() -> None:
     safe, _, unsafe = text.partition("unsafe:")
     for p in registry().values():
         assert p.name in (safe if p.safe else unsafe), p.name
+
+
+def test_gpu504s_own_fix_command_pins_a_graph_the_delegate_takes(tmp_path: Path) -> None:
+    """GPU504 (a -1 in an input's signature) names static-shapes as its fix, unsafe (the interface
+    changes); `gpulint fix` alone leaves a graph the delegate does not refuse as it is, and the
+    rule's own command pins it and clears the finding (#40 item 6: the rule said "none automatic")."""
+    from typer.testing import CliRunner
+
+    from gpulint.cli import app
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    g.output(g.op("RELU", [g.input("x", [1, 4, 4, 8], shape_signature=[-1, 4, 4, 8])], [1, 4, 4, 8]))
+    path = tmp_path / "dyn.tflite"
+    write(mb.build(), path)
+
+    def gpu504(p: Path) -> list[Any]:
+        return [f for f in check_file(p, Settings()).findings if f.code == "GPU504"]
+
+    (finding,) = gpu504(path)
+    assert finding.fix == "static-shapes"
+    doc = CliRunner().invoke(app, ["rule", "GPU504"]).stdout
+    assert "\nFix\n  gpulint fix --passes static-shapes (unsafe)\n" in doc
+    plain, pinned = tmp_path / "plain.tflite", tmp_path / "pinned.tflite"
+    assert CliRunner().invoke(app, ["fix", str(path), "-o", str(plain)]).exit_code == 0
+    assert len(gpu504(plain)) == 1  # not refused: the interface is left alone by default
+    r = CliRunner().invoke(app, ["fix", str(path), "--passes", "static-shapes", "-o", str(pinned)])
+    assert r.exit_code == 0, r.output
+    assert gpu504(pinned) == []
