@@ -81,7 +81,10 @@ def test_check_and_fix_write_reports(tmp_path: Path) -> None:
     path = tmp_path / "sample.tflite"
     write(sample_model(), path)
     assert runner.invoke(app, ["check", str(path), "--html", str(tmp_path / "c.html")]).exit_code == 1
-    assert "Not ready" in (tmp_path / "c.html").read_text()
+    page = (tmp_path / "c.html").read_text()
+    assert "Not ready" in page
+    # check ran no fix and took no --no-fix: the page says where a fix preview comes from (#40 item 6)
+    assert "Not run (<code>gpulint report</code> previews the safe fix passes; its <code>--no-fix</code>" in page
     r = runner.invoke(app, ["fix", str(path), "--dry-run", "--html", str(tmp_path / "f.html")])
     assert r.exit_code == 0
     assert "<td>verdict</td><td>not-worth-it</td><td>ready</td>" in (tmp_path / "f.html").read_text()
