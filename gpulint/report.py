@@ -165,13 +165,15 @@ def _findings(result: FileResult, rules: dict[str, Rule]) -> list[dict[str, Any]
 
 
 def _coverage(result: FileResult) -> dict[str, Any]:
-    ops = [p for p in result.ops if not p.folded]
-    gpu = sum(1 for p in ops if p.placement == "gpu")
+    # The partition plans' counts, which `check` prints ("N of M ops on the GPU"): ops in delegated
+    # partitions. An op there that fails the delegate's init on a backend (OpenGL's missing shaders)
+    # is counted apart, not taken off the GPU count, which made the page disagree with check.
     total = sum(p.total_macs for p in result.plans)
     share = sum(p.gpu_macs for p in result.plans) / total if total else 0.0
     return {
-        "ops": len(ops),
-        "gpu_ops": gpu,
+        "ops": sum(p.op_count for p in result.plans),
+        "gpu_ops": sum(len(p.delegated) for p in result.plans),
+        "init_failure_ops": sum(1 for p in result.ops if p.placement == "init-failure" and not p.folded),
         "folded": sum(1 for p in result.ops if p.folded),
         "mac_share": share,
         "severity": dict(Counter(f.severity for f in result.findings)),

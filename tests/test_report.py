@@ -277,3 +277,20 @@ def test_report_settings_mean_what_they_mean_in_check(tmp_path: Path) -> None:
             assert r.exit_code == 2 and error in r.stderr and not (tmp_path / "x.html").exists()
     finally:
         os.chdir(old)
+
+
+def test_the_stat_card_counts_ops_as_check_does(tmp_path: Path) -> None:
+    """An op that fails the OpenGL backend's init (TRANSPOSE) is still in the delegated partition:
+    the page says '2 / 2 ops on the GPU' as check says '2 of 2', and counts the init failure apart
+    (#40 item 4: YOLO's card said 346 / 368 where check said 368 of 368)."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    y = g.op("RELU", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8])
+    g.output(g.op("TRANSPOSE", [y, g.const("perm", np.array([0, 2, 1, 3], np.int32))], [1, 4, 4, 8]))
+    path, html = tmp_path / "t.tflite", tmp_path / "t.html"
+    write(mb.build(), path)
+    r = runner.invoke(app, ["check", str(path), "--html", str(html)])
+    assert "subgraph 0: 2 of 2 ops on the GPU" in r.stdout and "opengl: init-failure" in r.stdout
+    page = html.read_text()
+    assert '<div class="stat"><b>2 / 2</b>ops on the GPU</div>' in page
+    assert "<b>1</b>of them fail the delegate's init on a backend" in page
