@@ -33,6 +33,10 @@ def test_fix_writes_a_verified_model(sample: Path, tmp_path: Path) -> None:
     assert "fold-atrous: subgraph 0: folded SPACE_TO_BATCH_ND -> CONV_2D -> BATCH_TO_SPACE_ND" in r.stdout
     assert "verified on the LiteRT CPU interpreter: max abs error per output" in r.stdout
     assert "1 unsafe pass(es) would apply: rgba-input (--unsafe-fixes)" in r.stdout
+    # the size before and after, always: a pass may grow a model (#40 item 5)
+    before, after = sample.stat().st_size, out.stat().st_size
+    growth = f"{(after - before) / before:+.0%}"
+    assert f"{sample}: wrote {out} ({before:,} -> {after:,} bytes, {growth})" in r.stdout
     assert ops(out) == ["DEQUANTIZE", "CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"]
     check = runner.invoke(app, ["check", str(out), "--format", "json"])
     assert check.exit_code == 0  # no errors left: the atrous pattern and its CPU partitions are gone

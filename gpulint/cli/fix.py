@@ -141,7 +141,13 @@ def _write_fixed(path: str, output: Path, fixed: Model, changed: bool) -> None:
     info = describe_appended(fixed.appended)
     if info:
         typer.echo(f"{path}: kept the {appended_text(info)} appended after the model")
-    typer.echo(f"{path}: wrote {output}" if changed else f"{path}: copied to {output} unchanged")
+    if not changed:
+        typer.echo(f"{path}: copied to {output} unchanged")
+        return
+    # The size, always: a pass may grow a model (folding sparse or fp16 weights into float ones)
+    before, after = os.path.getsize(path), os.path.getsize(output)
+    growth = f", {(after - before) / before:+.0%}" if before else ""
+    typer.echo(f"{path}: wrote {output} ({before:,} -> {after:,} bytes{growth})")
 
 
 def _chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
