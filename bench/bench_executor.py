@@ -29,14 +29,9 @@ from gpulint.executor import select_device
 
 def cpu_model() -> str:
     """lscpu's model name, and the vector extensions a driver compiles for."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return "unknown CPU"
-    name = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "unknown CPU")
-    flags = next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), [])
+    name, flags = device_module.host_cpu()
     wanted = [f for f in ("avx2", "avx512f", "f16c") if f in flags]
-    return f"{name} ({' '.join(wanted) or 'no avx2'})"
+    return f"{name or 'unknown CPU'} ({' '.join(wanted) or 'no avx2'})"
 
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"

@@ -102,7 +102,7 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
     marker = _marker(device, [source for source, _ in programs])
     if marker is None or marker.exists():
         return dismiss(early)
-    specs = [_specs(launches, {variants[i]: f"{variants[i][0]}__{i}" for i in members}) for _, members in programs]
+    specs = [_specs(launches, _names(variants, members)) for _, members in programs]
     # This process takes the longer source: its half starts at once, the child's once sent
     halves = sorted(zip(programs, specs, strict=True), key=lambda half: -len(half[0][0]))
     ((own_source, _), own), ((child_source, _), theirs) = halves
@@ -121,9 +121,7 @@ def compile_ahead(device: Any, mode: Any, launches: list[Any], early: Early | No
         dismiss(early)
         _stop(child)
     if ok:
-        with contextlib.suppress(OSError):
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+        _touch(marker)
 
 
 def _compile_guarded(
@@ -136,12 +134,9 @@ def _compile_guarded(
     from gpulint.executor import guard, program
 
     programs = program.pocl_programs(device, mode, variants)
-    names = [[f"{variants[i][0]}__{i}" for i in members] for _, members in programs]
-    jobs = [
-        {"source": source, "specs": _specs(launches, dict(zip([variants[i] for i in members], n, strict=True)))}
-        for (source, members), n in zip(programs, names, strict=True)
-    ]
-    checks = [[[source, n]] for (source, _), n in zip(programs, names, strict=True)]
+    named = [_names(variants, members) for _, members in programs]
+    jobs = [{"source": source, "specs": _specs(launches, n)} for (source, _), n in zip(programs, named, strict=True)]
+    checks = [[[source, list(n.values())]] for (source, _), n in zip(programs, named, strict=True)]
     if len(jobs) == 1:
         jobs.append({})
         checks.append([])
@@ -161,9 +156,20 @@ def _compile_guarded(
     guard.record(device, flavour, program.kernel_source(flavour), True)
     marker = _marker(device, [source for source, _ in programs])
     if marker is not None:
-        with contextlib.suppress(OSError):
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+        _touch(marker)
+
+
+def _names(variants: list[tuple[str, str]], members: list[int]) -> dict[tuple[str, str], str]:
+    """Each of a program's variants (indices `members` of `variants`) by its kernel's name there."""
+    return {variants[i]: f"{variants[i][0]}__{i}" for i in members}
+
+
+def _touch(marker: Path) -> None:
+    """The marker that says a model's programs are compiled (one that cannot be written: they
+    are compiled ahead again next time)."""
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
 
 
 def _ask(children: list[subprocess.Popen[bytes]], jobs: list[dict[str, Any]], deadline: float, flavour: Any) -> None:
@@ -171,8 +177,8 @@ def _ask(children: list[subprocess.Popen[bytes]], jobs: list[dict[str, Any]], de
     `deadline` or says anything else is a guard.Crash with its reason."""
     from gpulint.executor import guard
 
-    for child, job in zip(children, jobs, strict=True):  # by threads: a child not reading yet holds a pipe
-        threading.Thread(target=_write_line, args=(child, json.dumps(job).encode() + b"\n"), daemon=True).start()
+    for child, job in zip(children, jobs, strict=True):
+        _write_line(child, json.dumps(job).encode() + b"\n")
     for child in children:
         assert child.stdout is not None
         try:
@@ -186,11 +192,21 @@ def _ask(children: list[subprocess.Popen[bytes]], jobs: list[dict[str, Any]], de
             raise guard.Crash(flavour, _death(child))
 
 
-def _write_line(child: subprocess.Popen[bytes], line: bytes) -> None:
-    with contextlib.suppress(OSError, ValueError):  # a child gone: its answer says so
-        assert child.stdin is not None
-        child.stdin.write(line)
-        child.stdin.flush()
+def _write_line(child: subprocess.Popen[bytes], line: bytes, close: bool = False) -> None:
+    """`line` to the child's stdin (closed after it with `close`), by a thread of its own: the pipe
+    holds 64 KiB, and the child reads only once it is ready, so writing here would hold this
+    process up to half a second. A child gone: its exit or its answer says so."""
+    stdin = child.stdin
+
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            assert stdin is not None
+            stdin.write(line)
+            stdin.flush()
+            if close:
+                stdin.close()
+
+    threading.Thread(target=write, daemon=True).start()
 
 
 def _death(child: subprocess.Popen[bytes]) -> str:
@@ -336,20 +352,11 @@ def _spawn(device: Any) -> subprocess.Popen[bytes] | None:
 
 
 def _send(child: subprocess.Popen[bytes], source: str, specs: list[dict[str, Any]]) -> bool:
-    """The child's half (its program's source and launches), written by a thread of its own: the
-    pipe holds 64 KiB, and the child reads only once it is ready, so writing here would hold this
-    process up to half a second (its own half waiting). False when there is no pipe."""
-    stdin = child.stdin
-    if stdin is None:
+    """The child's half (its program's source and launches), its only job (stdin closed after
+    it). False when there is no pipe."""
+    if child.stdin is None:
         return False
-    job = json.dumps({"source": source, "specs": specs}).encode() + b"\n"
-
-    def write() -> None:
-        with contextlib.suppress(OSError):  # a child gone: compile_ahead sees it exit
-            stdin.write(job)
-            stdin.close()
-
-    threading.Thread(target=write, daemon=True).start()
+    _write_line(child, json.dumps({"source": source, "specs": specs}).encode() + b"\n", close=True)
     return True
 
 
