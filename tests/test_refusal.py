@@ -99,3 +99,34 @@ def test_refused_model_places_nothing_on_the_gpu() -> None:
     assert {p.placement for p in result.ops if p.op == "RELU"} == {"refused"}
     assert {b["init"] for b in result.backends.values()} == {"refused"}
     assert [f.code for f in result.findings if f.code.startswith("GPU6")] == []
+
+
+def test_one_word_for_one_reason_in_a_refused_graph() -> None:
+    """#40 item 6: op 0 was `refused` while op 5 was `cpu`, both with the refusal as their only
+    reason. RELU is supported but cut off from the one delegated partition (TANH, LOGISTIC, past
+    a custom op); in a refused graph no partition is made, so it is `refused` like its neighbours.
+    An op the delegate does not support stays `cpu` with its own reason."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 4, 4, 8])
+        y = g.op("RELU", [x], [1, 4, 4, 8])
+        y = g.op("MyCustom", [y], [1, 4, 4, 8], custom_options=b"")
+        y = g.op("LOGISTIC", [g.op("TANH", [y], [1, 4, 4, 8])], [1, 4, 4, 8])
+        target = g.op(
+            "PACK", [batch_of(g, y), g.const("n", np.array(128, I32))], [2], dtype="INT32", options=dict(values_count=2)
+        )
+        return g.op("RESHAPE", [y, target], [1, 128])
+
+    targets = pack.load_targets()
+    result = Linter(targets["classic"], targets=targets).lint(model(build))
+    assert result.verdict == "refused"
+    refusal = "the interpreter refuses the GPU delegate for the whole graph: "
+    by_reason: dict[str, set[str]] = {}
+    for p in result.ops:
+        for r in p.reasons:
+            by_reason.setdefault(r, set()).add(p.placement)
+    assert all(len(words) == 1 for words in by_reason.values()), by_reason
+    placed = {p.op: p for p in result.ops}
+    assert [placed[op].placement for op in ("RELU", "TANH", "LOGISTIC")] == ["refused"] * 3
+    assert placed["RELU"].reasons[0].startswith(refusal) and not placed["RELU"].codes
+    assert placed["MyCustom"].placement == "cpu" and placed["MyCustom"].reasons == ["MyCustom"]

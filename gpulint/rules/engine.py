@@ -163,14 +163,23 @@ class Linter:
         return f
 
     def _refuse(self, refusal: Refusal, placements: list[Placement], plans: list[SubgraphPlan]) -> Finding:
-        """The interpreter refuses the delegate for the whole graph: nothing is delegated."""
+        """The interpreter refuses the delegate for the whole graph: nothing is delegated.
+
+        Every op the delegate supports is `refused`, with the refusal as its reason; an op it does
+        not support stays `cpu` with its own. An op cut off from the delegated partition is one
+        the delegate supports in a partition never made: `refused` as well, where it was `cpu`
+        with the same reason as its `refused` neighbours (#40 item 6)."""
         words = f"the interpreter refuses the GPU delegate for the whole graph: {refusal.message}"
         for p in placements:
-            if p.placement in ("gpu", "init-failure") and not p.folded:
+            if p.folded:
+                continue
+            if p.placement in ("gpu", "init-failure"):
                 p.placement = "refused"
                 p.reasons.append(words)
             elif p.placement == "cpu" and p.codes and p.codes[0][0] == CUT_OFF:
-                p.reasons = [words]  # "outside the delegated partition" of a partition never made
+                p.placement = "refused"
+                p.reasons = [words]  # not "outside the delegated partition": no partition is made
+                p.codes = []
         for plan in plans:
             for part in plan.partitions:
                 part.delegated = False
