@@ -364,6 +364,33 @@ def test_pad_channels_stops_at_concatenation() -> None:
     ]
 
 
+def test_gpu301_offers_pad_channels_only_where_the_pass_pads() -> None:
+    """#40 item 6: GPU301 offered `pad-channels` for a model output the pass never changes. The
+    offer is the pass's own reach: c5 and the RELU after it are padded; a model output (c6), a
+    region the pass stops at (c7 into a CONCATENATION) and the CONCATENATION are not. Running the
+    pass clears every finding that offered it and no other."""
+    from gpulint.rules import pack
+    from gpulint.rules.engine import Linter
+
+    mb = ModelBuilder()
+    g = mb.subgraph()
+    x = g.input("x", [1, 8, 8, 4])
+    a = g.op("RELU", [conv(g, x, 4, 5, 8, name="c5")], [1, 8, 8, 5], out_name="relu5")
+    g.output(conv(g, conv(g, a, 5, 8, 8, name="c8"), 8, 6, 8, name="c6"))
+    g.output(g.op("CONCATENATION", [conv(g, x, 4, 7, 8, name="c7"), x], [1, 8, 8, 11], options=dict(axis=3)))
+    model = mb.build()
+    targets = pack.load_targets()
+
+    def offers(m: Model) -> dict[str, str | None]:
+        found = Linter(targets["classic"], targets=targets).lint(m).findings
+        return {f.tensors[0]: f.fix for f in found if f.code == "GPU301" and f.tensors}
+
+    concat = model.subgraphs[0].tensors[model.subgraphs[0].outputs[1]].name
+    assert offers(model) == {"c5": "pad-channels", "relu5": "pad-channels", "c6": None, "c7": None, concat: None}
+    after, changes, _ = apply(model, "pad-channels")
+    assert changes and offers(after) == {"c6": None, "c7": None, concat: None}
+
+
 # -- rgba-input ------------------------------------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ padded lanes into inf or NaN, which zero weights would not cancel).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from gpulint.model.ir import Model, Subgraph
@@ -171,36 +173,55 @@ def _apply(region: Region, padded: int) -> None:
         repad(oi, 1, -1)  # [O, ..., C]: zero weights for the new input channels
 
 
-def run(model: Model, options: PassOptions) -> PassResult:
-    result = PassResult()
-    for si, sg in enumerate(model.subgraphs):
-        done: set[int] = set()
-        while True:
-            seeds = [
+def regions(model: Model, sg: Subgraph) -> Iterator[tuple[int, Region, str | None]]:
+    """Each region of `sg` the pass looks at, from its seed (a CONV_2D output whose channels are
+    not a multiple of 4): (seed, region, None) where it pads the region, (seed, region, why) where
+    it leaves it alone. Nothing is changed here; `run` pads each region as it is given one."""
+    done: set[int] = set()
+    while True:
+        seed = next(
+            (
                 op.outputs[0]
-                for oi, op in enumerate(sg.operators)
+                for op in sg.operators
                 if model.op_name(op) == "CONV_2D"
                 and len(op.outputs) == 1
                 and op.outputs[0] not in done
                 and sg.tensors[op.outputs[0]].shape
                 and sg.tensors[op.outputs[0]].shape[-1] % 4
-            ]
-            if not seeds:
-                break
-            seed = seeds[0]
+            ),
+            None,
+        )
+        if seed is None:
+            return
+        region = Region(model, sg, sg.tensors[seed].shape[-1])
+        try:
+            region.add(seed)
+        except Abort as e:
+            done.add(seed)
+            done.update(region.tensors)
+            yield seed, region, str(e)
+            continue
+        done.update(region.tensors)
+        yield seed, region, None
+
+
+def padded_tensors(model: Model, sg: Subgraph) -> set[int]:
+    """The tensors of `sg` the pass would grow to a multiple of 4 channels (GPU301 offers the pass
+    for these only: a model output, for one, it never changes)."""
+    return {t for _, region, why in regions(model, sg) if why is None for t in region.tensors}
+
+
+def run(model: Model, options: PassOptions) -> PassResult:
+    result = PassResult()
+    for si, sg in enumerate(model.subgraphs):
+        for seed, region, why in regions(model, sg):
             tensor = sg.tensors[seed]
-            channels = tensor.shape[-1]
-            region = Region(model, sg, channels)
-            try:
-                region.add(seed)
-            except Abort as e:
-                done.add(seed)
-                done.update(region.tensors)
-                result.skipped.append(f"subgraph {si}: `{tensor.name}` keeps {channels} channels: {e}")
+            channels = region.channels
+            if why is not None:
+                result.skipped.append(f"subgraph {si}: `{tensor.name}` keeps {channels} channels: {why}")
                 continue
             padded = 4 * -(-channels // 4)
             _apply(region, padded)
-            done.update(region.tensors)
             n, m = len(region.tensors), len(region.mixers)
             result.changes.append(
                 f"subgraph {si}: {n} tensor{'s' * (n != 1)} from {channels} to {padded} channels (starting at "

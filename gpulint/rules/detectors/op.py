@@ -60,7 +60,18 @@ def channels_not_multiple_of_4(v: SubgraphView, sig: OpSignature) -> Iterator[Hi
     odd = [t for t in sig.outputs if t.channels and t.channels % 4 and t.dtype in ("FLOAT32", "FLOAT16")]
     if odd:
         shown = ", ".join(f"`{clean(t.name, MAX_NAME)}` ({slice_waste(t.channels or 1)})" for t in odd)
-        yield Hit({"op": sig.op, "tensors": shown}, sig.index, sig.op, [t.name for t in odd])
+        # The rule's fix, pad-channels, only where that pass grows every one of these tensors (not
+        # a model output, an fp16 tensor, a region through an op it does not carry channels through).
+        padded = v.memo(pad_channels_reach)
+        fix = all(t.index in padded for t in odd)
+        yield Hit({"op": sig.op, "tensors": shown}, sig.index, sig.op, [t.name for t in odd], fix)
+
+
+def pad_channels_reach(v: SubgraphView) -> set[int]:
+    """The tensors of the subgraph that `gpulint fix --passes pad-channels` would pad."""
+    from gpulint.passes.pad_channels import padded_tensors  # the passes only where a GPU301 is found
+
+    return padded_tensors(v.graph.model, v.graph.subgraph)
 
 
 def slice_waste(channels: int) -> str:
