@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpulint.model import Model, ModelError, read
 from gpulint.rules import pack
@@ -17,6 +19,7 @@ from gpulint.rules.pack import SEVERITY_RANK
 from gpulint.rules.partition import SubgraphPlan
 from gpulint.rules.placement import Placement
 from gpulint.settings import Settings
+from gpulint.text import op_ranges
 
 
 def matches(code: str, name: str, selectors: list[str]) -> str | None:
@@ -57,6 +60,86 @@ def _path_matches(path: str, pattern: str, settings: Settings) -> bool:
 
 
 @dataclass
+class GateFailure:
+    """One CI gate a model fails (`check --max-partitions`, `--fail-on-cpu-fallback`), and why."""
+
+    gate: str  # "max-partitions" | "cpu-fallback"
+    message: str
+    subgraph: int | None = None  # None: the whole model (a backend the delegate fails on)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gate": self.gate, "subgraph": self.subgraph, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The CI gates of `check`, on top of the findings' severities.
+
+    max_partitions: a subgraph may split into at most this many GPU partitions: the subsets of
+    ops the delegate supports, each a separate GPU dispatch with CPU<->GPU copies between them,
+    whether the delegate takes them or leaves them on the CPU (it takes the largest, up to its
+    target's limit). A graph the interpreter refuses has none; `cpu_fallback` catches it.
+    cpu_fallback: no op may run on the CPU: none left out of the delegated partitions, no graph
+    refused, no backend the delegate fails to initialize on (there every op runs on the CPU).
+    """
+
+    max_partitions: int | None = None
+    cpu_fallback: bool = False
+
+    def __bool__(self) -> bool:
+        return self.max_partitions is not None or self.cpu_fallback
+
+    def flags(self) -> str:
+        """The gates as the command line says them: `--max-partitions 1, --fail-on-cpu-fallback`."""
+        on = [f"--max-partitions {self.max_partitions}"] if self.max_partitions is not None else []
+        return ", ".join(on + ["--fail-on-cpu-fallback"] * self.cpu_fallback)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_partitions": self.max_partitions, "fail_on_cpu_fallback": self.cpu_fallback}
+
+    def check(self, r: FileResult) -> list[GateFailure]:
+        """The gates `r` fails (none for a file that could not be read: that is its own error)."""
+        if r.error is not None:
+            return []
+        out: list[GateFailure] = []
+        op_names = {(p.subgraph, p.index): p.op for p in r.ops}
+        for plan in r.plans:
+            parts = plan.gpu_partitions if plan.verdict != "refused" else []
+            if self.max_partitions is not None and len(parts) > self.max_partitions:
+                ops = " | ".join(op_ranges(p.ops) for p in parts)
+                out.append(
+                    GateFailure(
+                        "max-partitions",
+                        f"subgraph {plan.subgraph} splits into {len(parts)} GPU partitions, more than "
+                        f"--max-partitions {self.max_partitions} (ops {ops})",
+                        plan.subgraph,
+                    )
+                )
+            if self.cpu_fallback and plan.cpu_ops:
+                kinds = Counter(op_names.get((plan.subgraph, i), "?") for i in plan.cpu_ops)
+                named = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in kinds.most_common(5))
+                named += ", ..." if len(kinds) > 5 else ""
+                why = "; the interpreter refuses the delegate for the whole graph" if plan.verdict == "refused" else ""
+                out.append(
+                    GateFailure(
+                        "cpu-fallback",
+                        f"subgraph {plan.subgraph}: {len(plan.cpu_ops)} of {plan.op_count} ops run on the CPU "
+                        f"(ops {op_ranges(plan.cpu_ops)}: {named}{why})",
+                        plan.subgraph,
+                    )
+                )
+        for name, outcome in r.backends.items() if self.cpu_fallback else ():
+            if outcome.get("init") == "init-failure":
+                out.append(
+                    GateFailure(
+                        "cpu-fallback",
+                        f"{name}: the delegate fails to initialize, so every op runs on the CPU: {outcome['reason']}",
+                    )
+                )
+        return out
+
+
+@dataclass
 class FileResult:
     path: str
     error: str | None = None
@@ -66,6 +149,7 @@ class FileResult:
     verdict: str | None = None
     reason: str = ""
     backends: dict[str, dict[str, str]] = field(default_factory=dict)
+    gates: list[GateFailure] = field(default_factory=list)  # the CI gates it fails (Gates.check)
 
     def worst(self) -> int:
         return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)

@@ -48,6 +48,7 @@ class Cell:
     ops: int
     partitions: int  # node subsets the delegate takes
     reason: str = ""
+    split: int = 0  # the most GPU partitions one subgraph splits into (supported subsets, taken or not)
 
     @property
     def share(self) -> float:
@@ -62,6 +63,23 @@ class Row:
     path: str
     cells: dict[str, Cell] = field(default_factory=dict)
     error: str | None = None
+    gates: list[dict[str, str]] = field(default_factory=list)  # {column, gate, message}: gate_failures
+
+
+def gate_failures(row: Row, max_partitions: int | None, cpu_fallback: bool) -> list[dict[str, str]]:
+    """The CI gates of `check` (gpulint.check.Gates) per column: a subgraph split into more GPU
+    partitions than `max_partitions`; with `cpu_fallback`, any op on the CPU (a cell not ready)."""
+    out = []
+    for c in COLUMNS if row.error is None else ():
+        cl = row.cells[c.id]
+        if max_partitions is not None and cl.split > max_partitions:
+            message = f"a subgraph splits into {cl.split} GPU partitions, more than --max-partitions {max_partitions}"
+            out.append({"column": c.id, "gate": "max-partitions", "message": message})
+        if cpu_fallback and cl.outcome != "ready":
+            on_cpu = cl.ops if cl.outcome in ("refused", "init-failure", "none") else cl.ops - cl.gpu_ops
+            message = f"{on_cpu} of {cl.ops} ops run on the CPU ({cl.outcome})"
+            out.append({"column": c.id, "gate": "cpu-fallback", "message": message})
+    return out
 
 
 def cell(result: LintResult, backends: list[str]) -> Cell:
@@ -69,20 +87,21 @@ def cell(result: LintResult, backends: list[str]) -> Cell:
     gpu = sum(len(p.delegated) for p in result.plans)
     ops = sum(p.op_count for p in result.plans)
     parts = sum(1 for p in result.plans for part in p.partitions if part.delegated)
+    split = max((len(p.gpu_partitions) for p in result.plans), default=0)
     if result.verdict == "refused":
         return Cell("refused", 0, ops, 0, result.reason)
     failing = [
         result.backends[b]["reason"] for b in backends if result.backends.get(b, {}).get("init") == "init-failure"
     ]
     if failing or (not result.backends and result.verdict == "init-failure"):
-        return Cell("init-failure", gpu, ops, parts, failing[0] if failing else result.reason)
+        return Cell("init-failure", gpu, ops, parts, failing[0] if failing else result.reason, split)
     # The first op kept off for its own sake; one cut off from the partition only says where.
     off = [p for p in result.ops if p.placement == "cpu" and not p.folded]
     first = next((p for p in off if not p.codes or p.codes[0][0] != "GPU109"), off[0] if off else None)
     why = f"`{first.op}` (op {first.index}): {first.reasons[0]}" if first is not None and first.reasons else ""
     if gpu == 0:
-        return Cell("none", 0, ops, 0, why or result.reason)
-    return Cell("ready" if gpu == ops else "partial", gpu, ops, parts, why)
+        return Cell("none", 0, ops, 0, why or result.reason, split)
+    return Cell("ready" if gpu == ops else "partial", gpu, ops, parts, why, split)
 
 
 def matrix_row(model: Model, path: str, quantized: bool, target_settings: dict[str, Any]) -> Row:
@@ -113,13 +132,25 @@ def matrix(paths: list[str], quantized: bool = True, target_settings: dict[str, 
     return rows
 
 
-def render_json(rows: list[Row], quantized: bool, target_settings: dict[str, Any]) -> str:
+def render_json(
+    rows: list[Row], quantized: bool, target_settings: dict[str, Any], gates: dict[str, Any] | None = None
+) -> str:
     doc = {
         "columns": [asdict(c) for c in COLUMNS],
         "quantized": quantized,
         "settings": target_settings,
+        "gates": {
+            **(gates or {"max_partitions": None, "fail_on_cpu_fallback": False}),
+            "failures": sum(len(r.gates) for r in rows),
+        },
         "rows": [
-            {"path": r.path, "error": r.error, "cells": {k: c.to_json() for k, c in r.cells.items()}} for r in rows
+            {
+                "path": r.path,
+                "error": r.error,
+                "cells": {k: c.to_json() for k, c in r.cells.items()},
+                "gate_failures": r.gates,
+            }
+            for r in rows
         ],
     }
     return json.dumps(doc, indent=2)
@@ -156,4 +187,6 @@ def render_text(rows: list[Row]) -> str:
         for (outcome, reason), titles in said.items():
             where = "every column" if len(titles) == len(COLUMNS) else ", ".join(titles)
             lines.append(f"{n} / {where}: {outcome}: {clean(reason, 300)}")
+        title = {c.id: c.title for c in COLUMNS}
+        lines.extend(f"{n} / {title[g['column']]}: gate failed: {g['message']}" for g in r.gates)
     return "\n".join(lines).rstrip()

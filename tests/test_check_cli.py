@@ -422,3 +422,134 @@ def test_every_surface_reads_the_one_rule_doc(models: Path) -> None:
         markdown = descriptor["help"]["markdown"]
         assert (f"**Fix:** `{doc.fix_command}` ({doc.fix_safety})" in markdown) == (doc.fix is not None)
         assert doc.summary in markdown and doc.rationale in markdown
+
+
+# -- CI gates: --max-partitions, --fail-on-cpu-fallback --------------------------------------------
+
+SPLIT = "subgraph 0 splits into 3 GPU partitions, more than --max-partitions 1 (ops 1-2 | 4 | 6-8)"
+ON_CPU = "subgraph 0: 5 of 8 ops run on the CPU (ops 1-5: CONV_2D x2, DEPTHWISE_CONV_2D, SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND)"
+
+
+def test_gates_exit_codes(models: Path) -> None:
+    """The gates fail the check on top of the severities: --exit-zero turns off the findings' part
+    only, and an unreadable model (2) wins over a gate (1)."""
+    clean, sample = str(models / "clean.tflite"), str(models / "sample.tflite")
+    assert run(clean, "--max-partitions", "1", "--fail-on-cpu-fallback")[0] == 0
+    assert run(clean, "--max-partitions", "0")[0] == 1  # all on the GPU is one partition, more than 0
+    assert run(sample, "--exit-zero", "--max-partitions", "3")[0] == 0
+    assert run(sample, "--exit-zero", "--max-partitions", "2")[0] == 1
+    assert run(sample, "--exit-zero", "--fail-on-cpu-fallback")[0] == 1
+    assert run(sample, "--max-partitions", "3")[0] == 1  # its error findings still count
+    code, _, err = run(str(models / "missing.tflite"), sample, "--max-partitions", "1")
+    assert code == 2 and "missing.tflite: no such file" in err
+    code, _, err = run(clean, "--max-partitions", "-1")
+    assert code == 2 and "Traceback" not in err
+
+
+def test_gates_say_why_in_every_format(models: Path) -> None:
+    clean, sample = str(models / "clean.tflite"), str(models / "sample.tflite")
+    gates = ("--max-partitions", "1", "--fail-on-cpu-fallback", "--exit-zero")
+    code, out, _ = run(sample, clean, *gates)
+    assert code == 1
+    assert f"{sample}: gate failed: {SPLIT}" in out.splitlines()
+    assert f"{sample}: gate failed: {ON_CPU}" in out.splitlines()
+    assert out.splitlines()[-1] == "2 gate failures (cpu-fallback, max-partitions) in 1 of 2 files."
+    assert "gate failed" not in run(clean, *gates)[1] and "All checks passed" in run(clean, *gates)[1]
+
+    code, out, err = run(sample, clean, *gates, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["gates"] == {"max_partitions": 1, "fail_on_cpu_fallback": True, "failures": 2}
+    assert doc["files"][0]["gate_failures"] == [
+        {"gate": "max-partitions", "subgraph": 0, "message": SPLIT},
+        {"gate": "cpu-fallback", "subgraph": 0, "message": ON_CPU},
+    ]
+    assert doc["files"][1]["gate_failures"] == []
+    assert f"gpulint: gate failed: {sample}: {SPLIT}" in err.splitlines()  # the log of a CI job says why
+
+    code, out, _ = run(sample, clean, *gates, "--format", "sarif")
+    doc = json.loads(out)
+    jsonschema.validate(doc, sarif_schema())
+    sarif = doc["runs"][0]
+    rules = sarif["tool"]["driver"]["rules"]
+    failed = [r for r in sarif["results"] if r["ruleId"].startswith("gpulint/")]
+    assert code == 1 and [(r["ruleId"], r["level"], r["message"]["text"]) for r in failed] == [
+        ("gpulint/max-partitions", "error", SPLIT),
+        ("gpulint/cpu-fallback", "error", ON_CPU),
+    ]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in sarif["results"])
+    assert failed[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == sample
+    plain = json.loads(run(sample, "--format", "sarif")[1])["runs"][0]  # no gates asked: no gate rules
+    assert not [r for r in plain["tool"]["driver"]["rules"] if r["id"].startswith("gpulint/")]
+
+    code, out, _ = run(sample, clean, *gates, "--format", "github")
+    assert code == 1
+    assert f"::error file={sample},line=1,title=gate failed%3A max-partitions::{SPLIT}" in out.splitlines()
+
+
+def gate_model(path: Path, last: str) -> str:
+    """RELU then `last` on [1, 4, 4, 8]: a TRANSPOSE fails the OpenGL backend's init, a RESHAPE to a
+    shape packed from the run-time batch has the interpreter refuse the delegate."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    y = g.op("RELU", [g.input("x", [1, 4, 4, 8])], [1, 4, 4, 8])
+    if last == "TRANSPOSE":
+        g.output(g.op("TRANSPOSE", [y, g.const("perm", np.array([0, 2, 1, 3], np.int32))], [1, 4, 4, 8]))
+    else:
+        shape = g.op("SHAPE", [y], [4], dtype="INT32")
+        ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 0), ("e", 1), ("s", 1))]
+        batch = g.op("STRIDED_SLICE", [shape, *ends], [], dtype="INT32", options=dict(shrink_axis_mask=1))
+        n = g.const("n", np.array(128, np.int32))
+        target = g.op("PACK", [batch, n], [2], dtype="INT32", options=dict(values_count=2))
+        g.output(g.op("RESHAPE", [y, target], [1, 128]))
+    write(mb.build(), path)
+    return str(path)
+
+
+def test_cpu_fallback_counts_a_backend_that_fails_init_and_a_refused_graph(tmp_path: Path) -> None:
+    """Every op is in the delegated partition, but the delegate fails to initialize on OpenGL ES:
+    there every op runs on the CPU. A refused graph runs wholly on the CPU, and has no GPU
+    partition to count."""
+    transpose = gate_model(tmp_path / "transpose.tflite", "TRANSPOSE")
+    code, out, _ = run(transpose, "--fail-on-cpu-fallback", "--exit-zero")
+    assert code == 1
+    assert f"{transpose}: gate failed: opengl: the delegate fails to initialize, so every op runs on the CPU: " in out
+    assert run(transpose, "--fail-on-cpu-fallback", "--exit-zero", "--backend", "opencl")[0] == 0
+    refused = gate_model(tmp_path / "refused.tflite", "RESHAPE")
+    code, out, _ = run(refused, "--fail-on-cpu-fallback", "--exit-zero")
+    assert (
+        code == 1
+        and (
+            f"{refused}: gate failed: subgraph 0: 5 of 5 ops run on the CPU (ops 0-4: RELU, SHAPE, STRIDED_SLICE, "
+            "PACK, RESHAPE; the interpreter refuses the delegate for the whole graph)"
+        )
+        in out.splitlines()
+    )
+    assert run(refused, "--max-partitions", "0", "--exit-zero")[0] == 0
+
+
+def test_matrix_gates(models: Path) -> None:
+    """With --matrix a gate fails where any device family's column fails it."""
+    clean, sample = str(models / "clean.tflite"), str(models / "sample.tflite")
+    assert run(clean, "--matrix", "--max-partitions", "1", "--fail-on-cpu-fallback")[0] == 0
+    code, out, _ = run(sample, clean, "--matrix", "--max-partitions", "1")
+    assert code == 1
+    assert "sample.tflite / Android OpenCL: gate failed: a subgraph splits into 3 GPU partitions, more than " in out
+    assert "clean.tflite / " not in out
+    code, out, err = run(sample, "--matrix", "--fail-on-cpu-fallback", "--format", "json")
+    doc = json.loads(out)
+    failures = doc["rows"][0]["gate_failures"]
+    assert code == 1 and doc["gates"]["fail_on_cpu_fallback"] is True and len(failures) == 5
+    assert failures[0] == {
+        "column": "android-opencl",
+        "gate": "cpu-fallback",
+        "message": "5 of 8 ops run on the CPU (partial)",
+    }
+    assert "gpulint: gate failed: " in err
+    assert run(sample, "--matrix", "--max-partitions", "3")[0] == 0  # the matrix has no findings to fail on
+
+
+def test_check_help_documents_the_exit_codes() -> None:
+    r = runner.invoke(app, ["check", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    for needle in ("Exit codes:", "0 the check passed", "--max-partitions, --fail-on-cpu-fallback", "2 bad input"):
+        assert needle in r.stdout, needle

@@ -13,6 +13,7 @@ from gpulint.cli import common
 from gpulint.cli.common import EXIT_FINDINGS, EXIT_USAGE, Format, Severity, fail, user_errors
 
 if TYPE_CHECKING:
+    from gpulint.check import Gates
     from gpulint.settings import Settings
 
 
@@ -28,8 +29,28 @@ def check(
     config: common.Config = None,
     output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
-    exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when there are findings.")] = False,
+    exit_zero: Annotated[
+        bool, typer.Option(help="Exit 0 whatever the findings (a gate below still fails the check).")
+    ] = False,
     fail_on: Annotated[Severity, typer.Option(help="Lowest severity that makes the exit code 1.")] = Severity.error,
+    max_partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--max-partitions",
+            min=0,
+            metavar="N",
+            help="Gate: exit 1 when a subgraph splits into more than N GPU partitions (the runs of ops the "
+            "delegate supports between ops it does not, whether it takes each or leaves it on the CPU).",
+        ),
+    ] = None,
+    fail_on_cpu_fallback: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-cpu-fallback",
+            help="Gate: exit 1 when any op runs on the CPU (left out of the delegated partitions, a graph "
+            "the interpreter refuses, or a backend the delegate fails to initialize on).",
+        ),
+    ] = False,
     statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
@@ -45,7 +66,14 @@ def check(
     coreml_version: common.CoremlVersion = None,
     coreml_all_devices: common.CoremlAllDevices = None,
 ) -> None:
-    """Check models against the GPU delegate's rules: ops, layout, performance, partitions."""
+    """Check models against the GPU delegate's rules: ops, layout, performance, partitions.
+
+    Exit codes:
+    0 the check passed;
+    1 a finding at or above --fail-on (not with --exit-zero), or a gate failed:
+    --max-partitions, --fail-on-cpu-fallback (every output format says which and why);
+    2 bad input or usage: a model that cannot be read, a bad flag, configuration or rule pack (wins over 1).
+    """
     # The settings first: a bad flag, configuration or pack is one error before the checker loads.
     settings = common.resolve_settings(
         config=config,
@@ -60,14 +88,15 @@ def check(
         coreml_all_devices=coreml_all_devices,
         matrix=matrix,
     )
-    from gpulint.check import check_all, discover
+    from gpulint.check import Gates, check_all, discover
     from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
+    gates = Gates(max_partitions, fail_on_cpu_fallback)
     if matrix:
         if output_format not in (Format.text, Format.json):
             fail(None, "--matrix writes text or json")
-        _check_matrix(paths, settings, output_format is Format.json, output, html)
+        _check_matrix(paths, settings, output_format is Format.json, output, html, gates)
         return
 
     # A progress bar on a terminal when there are several files; never in logs or pipes.
@@ -79,12 +108,13 @@ def check(
         results = check_all(paths, settings, jobs)
 
     for r in results:
+        r.gates = gates.check(r)
         if r.error is not None:
             typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
     if output_format is Format.json:
-        text = render_json(results, settings.target, settings.quantized, settings.backend)
+        text = render_json(results, settings.target, settings.quantized, settings.backend, gates)
     elif output_format is Format.sarif:
-        text = render_sarif(results, builtin_rules())
+        text = render_sarif(results, builtin_rules(), gates)
     elif output_format is Format.github:
         text = render_github(results)
     else:
@@ -106,12 +136,21 @@ def check(
 
     if any(r.error is not None for r in results):
         raise typer.Exit(EXIT_USAGE)
+    if any(r.gates for r in results):
+        if output_format is not Format.text or output is not None:  # else the text on stdout says why
+            for r in results:
+                for g in r.gates:
+                    typer.echo(f"gpulint: gate failed: {r.path}: {g.message}", err=True)
+        raise typer.Exit(EXIT_FINDINGS)
     if not exit_zero and any(r.worst() >= SEVERITY_RANK[fail_on.value] for r in results):
         raise typer.Exit(EXIT_FINDINGS)
 
 
-def _check_matrix(paths: list[str], settings: Settings, as_json: bool, output: Path | None, html: Path | None) -> None:
-    """`check --matrix`: every model against every device family's target."""
+def _check_matrix(
+    paths: list[str], settings: Settings, as_json: bool, output: Path | None, html: Path | None, gates: Gates
+) -> None:
+    """`check --matrix`: every model against every device family's target; a gate fails where any
+    column fails it."""
     from gpulint import matrix as mx
     from gpulint.check import discover
 
@@ -122,9 +161,13 @@ def _check_matrix(paths: list[str], settings: Settings, as_json: bool, output: P
     with user_errors(None):  # the matrix reads every target pack: a broken one is one error
         rows = mx.matrix([p for p, err in found if err is None], settings.quantized, settings.target_settings)
     for r in rows:
+        r.gates = mx.gate_failures(r, gates.max_partitions, gates.cpu_fallback)
         if r.error is not None:
             typer.echo(f"gpulint: error: {r.path}: {r.error}", err=True)
-    text = mx.render_json(rows, settings.quantized, settings.target_settings) if as_json else mx.render_text(rows)
+    if as_json:
+        text = mx.render_json(rows, settings.quantized, settings.target_settings, gates.to_json())
+    else:
+        text = mx.render_text(rows)
     if output is not None:
         common.write_text(output, text)
     else:
@@ -135,3 +178,9 @@ def _check_matrix(paths: list[str], settings: Settings, as_json: bool, output: P
         common.write_report(html, [], matrix_section(rows))
     if any(err is not None for _, err in found) or any(r.error is not None for r in rows):
         raise typer.Exit(EXIT_USAGE)
+    if any(r.gates for r in rows):
+        if as_json or output is not None:  # else the text on stdout says why
+            for r in rows:
+                for g in r.gates:
+                    typer.echo(f"gpulint: gate failed: {r.path}: {g['column']}: {g['message']}", err=True)
+        raise typer.Exit(EXIT_FINDINGS)

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from gpulint import __version__
-from gpulint.check import FileResult
+from gpulint.check import FileResult, Gates
 from gpulint.output.rules import rule_markdown
 from gpulint.rules.engine import Finding
 from gpulint.rules.pack import Rule
@@ -72,6 +72,7 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
                 f"{r.path}: {name}: {outcome['init']}" + (f" ({outcome['reason']})" if outcome["reason"] else "")
             )
         lines.append(f"{r.path}: verdict: {r.verdict} ({r.reason})")
+        lines.extend(f"{r.path}: gate failed: {g.message}" for g in r.gates)
     if statistics:
         lines.append("")
         lines.extend(render_statistics(results))
@@ -80,8 +81,15 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
     if total:
         parts = ", ".join(f"{counts[s]} {s}" for s in ("error", "warning", "info") if counts[s])
         lines.append(f"Found {total} findings ({parts}) in {files_with_findings} of {checked} files.")
-    elif checked:
+    elif checked and not any(r.gates for r in results):
         lines.append(f"All checks passed ({checked} files).")
+    elif checked:
+        lines.append(f"No findings ({checked} files).")
+    failed = [r for r in results if r.gates]
+    if failed:
+        n = sum(len(r.gates) for r in failed)
+        kinds = sorted({g.gate for r in failed for g in r.gates})
+        lines.append(f"{n} gate failure{'s' * (n != 1)} ({', '.join(kinds)}) in {len(failed)} of {checked} files.")
     return "\n".join(lines)
 
 
@@ -107,16 +115,20 @@ def _file_json(r: FileResult) -> dict[str, Any]:
         "findings": [{**f.to_json(), "tensors": [clean(t) for t in f.tensors]} for f in r.findings],
         "ops": [p.to_json() for p in r.ops],
         "partitions": [p.to_json() for p in r.plans],
+        "gate_failures": [g.to_json() for g in r.gates],
     }
 
 
-def render_json(results: list[FileResult], target: str, quantized: bool, backend: str = "both") -> str:
+def render_json(
+    results: list[FileResult], target: str, quantized: bool, backend: str = "both", gates: Gates | None = None
+) -> str:
     doc = {
         "schema_version": JSON_SCHEMA_VERSION,
         "gpulint": __version__,
         "target": target,
         "quantized": quantized,
         "backend": backend,
+        "gates": {**(gates or Gates()).to_json(), "failures": sum(len(r.gates) for r in results)},
         "files": [_file_json(r) for r in results],
     }
     return json.dumps(doc, indent=2)
@@ -138,13 +150,58 @@ def _uri(path: str) -> str:
     return path.replace("\\", "/").removeprefix("./")
 
 
-def render_sarif(results: list[FileResult], rules: dict[str, Rule]) -> str:
+# The CI gates as SARIF rules of their own, after the rule pack's: a failed gate is a result on
+# the model file, so code scanning shows why the check failed beside the findings.
+GATE_RULES = {
+    "max-partitions": (
+        "gpulint/max-partitions",
+        "A subgraph splits into more GPU partitions than `gpulint check --max-partitions` allows.",
+    ),
+    "cpu-fallback": (
+        "gpulint/cpu-fallback",
+        "Ops run on the CPU where `gpulint check --fail-on-cpu-fallback` allows none.",
+    ),
+}
+
+
+def _gate_rule(gate: str) -> dict[str, Any]:
+    rule_id, text = GATE_RULES[gate]
+    return {
+        "id": rule_id,
+        "name": gate,
+        "shortDescription": {"text": text},
+        "fullDescription": {"text": text},
+        "help": {"text": text, "markdown": text},
+        "defaultConfiguration": {"level": "error"},
+        "properties": {"category": "gate", "tags": ["gpu", "gate"]},
+    }
+
+
+def render_sarif(results: list[FileResult], rules: dict[str, Rule], gates: Gates | None = None) -> str:
     codes = sorted(rules)
     index = {c: i for i, c in enumerate(codes)}
+    gates = gates or Gates()
+    on = {"max-partitions": gates.max_partitions is not None, "cpu-fallback": gates.cpu_fallback}
+    gate_ids = [g for g in GATE_RULES if on[g]]  # the gates asked for, failed or not
     sarif_results = []
     for r in results:
         if r.error is not None:
             continue
+        for g in r.gates:
+            sarif_results.append(
+                {
+                    "ruleId": GATE_RULES[g.gate][0],
+                    "ruleIndex": len(codes) + gate_ids.index(g.gate),
+                    "level": "error",
+                    "message": {"text": g.message},
+                    "locations": [
+                        {"physicalLocation": {"artifactLocation": {"uri": _uri(r.path)}, "region": {"startLine": 1}}}
+                    ],
+                    "partialFingerprints": {
+                        "gpulintFinding/v1": hashlib.sha256(f"{g.gate}|{g.subgraph}".encode()).hexdigest()[:32]
+                    },
+                }
+            )
         for f in r.findings:
             location: dict[str, Any] = {
                 "physicalLocation": {"artifactLocation": {"uri": _uri(r.path)}, "region": {"startLine": 1}}
@@ -187,7 +244,7 @@ def render_sarif(results: list[FileResult], rules: dict[str, Rule]) -> str:
                         "name": "gpulint",
                         "version": __version__,
                         "informationUri": "https://github.com/gpulint/gpulint",
-                        "rules": [_sarif_rule(rules[c]) for c in codes],
+                        "rules": [_sarif_rule(rules[c]) for c in codes] + [_gate_rule(g) for g in gate_ids],
                     }
                 },
                 "invocations": invocations,
@@ -218,4 +275,7 @@ def render_github(results: list[FileResult]) -> str:
                 f"::{GITHUB_LEVEL[first.severity]} file={_gh_prop(r.path)},line=1,title={title}::"
                 f"{_gh_data(first.message + extra)}"
             )
+        for g in r.gates:
+            title = _gh_prop(f"gate failed: {g.gate}")
+            lines.append(f"::error file={_gh_prop(r.path)},line=1,title={title}::{_gh_data(g.message)}")
     return "\n".join(lines)
