@@ -184,3 +184,169 @@ def test_dynamic_update_slice_needs_runtime_start_indices() -> None:
 
     lit = place(model(build), "litert-gpu")
     assert lit.placement == "cpu" and "start_indices must be a runtime tensor" in lit.reasons
+
+
+# -- measured on the accelerator in ai-edge-litert 2.3.0 (issue #38) ------------------------------
+
+
+def activation(op: str) -> Model:
+    return model(lambda g: g.op(op, [g.input("x", [1, 8, 8, 4])], [1, 8, 8, 4]))
+
+
+@pytest.mark.parametrize(("op", "placement"), [("RELU_0_TO_1", "cpu"), ("RELU_N1_TO_1", "gpu"), ("RELU6", "gpu")])
+def test_relu_0_to_1_has_no_compat_case(op: str, placement: str) -> None:
+    # ReLUOperationParser's ValidateSupport calls compat, whose switch has RELU_N1_TO_1 (947) but not
+    # RELU_0_TO_1: its default refuses (1269-1274). The accelerator logs "Not supported op RELU_0_TO_1".
+    lit = place(activation(op), "litert-gpu")
+    assert lit.placement == placement
+    if placement == "cpu":
+        assert lit.reasons == [f"Not supported op {op}"]
+
+
+@pytest.mark.parametrize(("op", "placement"), [("BITWISE_XOR", "cpu"), ("LOGICAL_AND", "gpu")])
+def test_bitwise_xor_has_no_compat_case(op: str, placement: str) -> None:
+    # The same default for BITWISE_XOR (ElementwiseOperationParser, mdb 6797); LOGICAL_AND has a case
+    def build(g: SubgraphBuilder) -> int:
+        a, b = g.input("a", [1, 8, 8, 4], "BOOL"), g.input("b", [1, 8, 8, 4], "BOOL")
+        return g.op(op, [a, b], [1, 8, 8, 4], dtype="BOOL")
+
+    lit = place(model(build), "litert-gpu")
+    assert lit.placement == placement
+    assert placement == "gpu" or lit.reasons == ["Not supported op BITWISE_XOR"]
+
+
+def lookup(table: Callable[[SubgraphBuilder], int]) -> Model:
+    def build(g: SubgraphBuilder) -> int:
+        return g.op("EMBEDDING_LOOKUP", [g.input("ids", [4], "INT32"), table(g)], [4, 8])
+
+    return model(build)
+
+
+def test_fp16_embedding_table_has_no_quantization_params() -> None:
+    # mdb 2981-2986: a table that is neither FLOAT32 nor quantized; an fp16 one behind a DEQUANTIZE
+    # counts as FLOAT16 (FP16GraphPartitionHelper points the node at it first)
+    table = np.ones((16, 8), np.float16)
+    direct = Linter(TARGETS["litert-gpu"], targets=TARGETS).lint(lookup(lambda g: g.const("t", table))).ops[0]
+    behind = lookup(lambda g: g.op("DEQUANTIZE", [g.const("t", table)], [16, 8]))
+    dequantized = Linter(TARGETS["litert-gpu"], targets=TARGETS).lint(behind).ops[1]
+    for p in (direct, dequantized):
+        assert p.placement == "cpu" and p.reasons == ["EMBEDDING_LOOKUP: Empty quantization params."]
+
+
+def test_fp32_and_int8_embedding_tables_are_taken() -> None:
+    f32 = lookup(lambda g: g.const("t", np.ones((16, 8), F32)))
+    i8 = lookup(lambda g: g.const("t", np.ones((16, 8), np.int8), quant=(0.1, 0)))
+    assert place(f32, "litert-gpu").placement == "gpu"
+    assert place(i8, "litert-gpu").placement == "gpu"
+
+
+def dequantize_into(op: str, shape: tuple[int, ...]) -> Model:
+    """An int8 weight behind a constant DEQUANTIZE, read by `op` (the weight-only int8 export)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        w = g.const("w", np.ones(shape, np.int8), quant=(0.02, 0))
+        wd = g.op("DEQUANTIZE", [w], list(shape))
+        if op == "FULLY_CONNECTED":
+            return g.op(op, [g.input("x", [1, shape[-1]]), wd, -1], [1, shape[0]])
+        return g.op(op, [g.input("x", list(shape)), wd], list(shape))
+
+    return model(build)
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "words"),
+    [
+        ("FULLY_CONNECTED", (576, 576), "Shape mismatch: {bhwc, {576, 1, 1, 576}} vs {bhwc, {1, 1, 576, 576}}"),
+        ("ADD", (2, 4, 8), "Shape mismatch: {bhwc, {2, 1, 4, 8}} vs {bhwc, {1, 2, 4, 8}}"),
+        ("FULLY_CONNECTED", (1, 16), None),
+        ("ADD", (1, 4, 8), None),
+        ("ADD", (2, 4, 4, 8), None),
+    ],
+)
+def test_constant_dequantize_of_rank_2_or_3_fails_to_build(op: str, shape: tuple[int, ...], words: str | None) -> None:
+    # mdb DequantizeOperationParser::Parse 2087-2101: its constant is BHWC(1, 1, a, b) / (1, a, b, c), its
+    # output value (a, 1, 1, b) / (a, 1, b, c); equal only when a is 1, or at rank 4
+    r = Linter(TARGETS["litert-gpu"], targets=TARGETS).lint(dequantize_into(op, shape))
+    dq = r.ops[0]
+    if words is None:
+        assert r.verdict == "ready" and dq.folded
+    else:
+        assert r.verdict == "init-failure" and dq.placement == "init-failure" and dq.reasons == [words]
+
+
+def select(cond_shape: list[int], out: list[int], const: bool = True) -> Model:
+    def build(g: SubgraphBuilder) -> int:
+        a, b = g.input("a", out), g.input("b", out)
+        c = g.const("mask", np.ones(cond_shape, bool), "BOOL") if const else g.input("c", cond_shape, "BOOL")
+        return g.op("SELECT_V2", [c, a, b], out)
+
+    return model(build)
+
+
+@pytest.mark.parametrize(
+    ("cond", "out", "const", "placement"),
+    [
+        ([8, 8], [1, 2, 8, 8], True, "init-failure"),  # the causal mask under [1, H, T, T] scores
+        ([8, 8], [1, 2, 8, 8], False, "init-failure"),
+        ([2, 8, 8], [1, 2, 8, 8], True, "init-failure"),
+        ([1, 1, 8, 8], [1, 2, 8, 8], True, "gpu"),
+        ([1, 8, 8], [1, 2, 8, 8], True, "gpu"),
+        ([8, 8], [2, 8, 8], True, "gpu"),  # an output batch other than 1 builds
+    ],
+)
+def test_select_condition_with_a_batch_into_an_output_of_batch_one(
+    cond: list[int], out: list[int], const: bool, placement: str
+) -> None:
+    lit = place(select(cond, out, const), "litert-gpu")
+    assert lit.placement == placement
+    if placement == "init-failure":
+        assert lit.reasons[0].startswith("Unable to parse bc coord for BATCH axis.")
+
+
+@pytest.mark.parametrize(("op", "same", "placement"), [("BATCH_MATMUL", True, "init-failure"),
+                                                       ("BATCH_MATMUL", False, "gpu"),
+                                                       ("CONCATENATION", True, "gpu"),
+                                                       ("ADD_N", True, "gpu")])  # fmt: skip
+def test_one_tensor_twice_aborts_batch_matmul(op: str, same: bool, placement: str) -> None:
+    # BATCH_MATMUL(x, x): ML Drift's graph CHECK-fails and the process aborts; CONCATENATION and ADD_N
+    # (the ADD parser, mdb 6781-6784) take a repeated input
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8])
+        y = x if same else g.input("y", [1, 8, 8])
+        options = {"axis": 2} if op == "CONCATENATION" else None
+        return g.op(op, [x, y], [1, 8, 16] if op == "CONCATENATION" else [1, 8, 8], options=options)
+
+    lit = place(model(build), "litert-gpu")
+    assert lit.placement == placement
+    if placement == "init-failure":
+        assert "aborts the whole process" in lit.reasons[0]
+
+
+def update(operand: list[int], upd: list[int], start: str = "INT32") -> Model:
+    def build(g: SubgraphBuilder) -> int:
+        x, u, i = g.input("x", operand), g.input("u", upd), g.input("i", [len(operand)], start)
+        return g.op("DYNAMIC_UPDATE_SLICE", [x, u, i], operand)
+
+    return model(build)
+
+
+@pytest.mark.parametrize(
+    ("operand", "upd", "start", "reason"),
+    [
+        ([1, 8, 8, 4], [1, 2, 2, 4], "INT32", None),
+        ([1, 8, 8, 4], [1, 8, 8, 4], "INT32", None),
+        ([1, 8, 8, 4], [1, 9, 2, 4], "INT32", "Updated_slice shape must be less or equal to the array to update, "
+                                               "but they are updated_slice: [1924], array_to_update: [1884]"),
+        ([8, 4], [8, 6], "INT32", "Updated_slice shape must be less or equal to the array to update, "
+                                  "but they are updated_slice: [1186], array_to_update: [1184]"),
+        ([1, 8, 8, 4], [1, 2, 2, 4], "INT64", "start_indices must be of type int32."),
+        ([1, 8, 8, 4], [2, 2, 4], "INT32", "Operand and update must have the same number of dimensions, "
+                                           "but got: operand: 4, update: 3"),
+    ],
+)  # fmt: skip
+def test_dynamic_update_slice_update_size_and_compat(
+    operand: list[int], upd: list[int], start: str, reason: str | None
+) -> None:
+    # compat 762-796 through ValidateSupport, then mdb 2157-2167: the update no larger on any axis
+    lit = place(update(operand, upd, start), "litert-gpu")
+    assert (lit.placement, lit.reasons[:1]) == (("gpu", []) if reason is None else ("cpu", [reason]))

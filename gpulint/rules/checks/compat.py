@@ -71,6 +71,14 @@ def one_or_two_operands(sig: OpSignature) -> str | None:
 
 
 @check
+def compat_no_case(sig: OpSignature) -> str:
+    """compat 1269-1274, the switch's `default:`: an op CheckGpuDelegateCompatibility has no case
+    for is refused by any parser that calls it (ML Drift's ValidateSupport does unless its options
+    say check_gpu_compatibility = false, operation_parser.h 71)."""
+    return f"Not supported op {sig.op}"
+
+
+@check
 def conv_inputs_outputs(sig: OpSignature) -> str | None:
     """compat CheckConvoultionInputOutput."""
     rt = len(sig.runtime_inputs)

@@ -47,7 +47,8 @@ def md_operands(sig: OpSignature) -> str | None:
     return one_or_two_operands(sig)
 
 
-ELEMENTWISE_IDENTICAL_OK = ("ADD", "MUL")
+# ADD_N has the ADD parser (mdb 6781-6784), so it takes a repeated input as ADD does.
+ELEMENTWISE_IDENTICAL_OK = ("ADD", "ADD_N", "MUL")
 
 
 def _tflite_shape(t: TensorSpec) -> str | None:
@@ -58,7 +59,7 @@ def _tflite_shape(t: TensorSpec) -> str | None:
 @check
 def md_elementwise(sig: OpSignature) -> str | None:
     """mdb ElementwiseOperationParser::IsSupported 2258-2312: two runtime inputs must be two
-    distinct tensors (ADD and MUL may repeat one) of equal rank or numpy-broadcastable, and a
+    distinct tensors (ADD, ADD_N and MUL may repeat one) of equal rank or numpy-broadcastable, and a
     broadcast needs every tensor of rank 1-4."""
     rt = sig.runtime_inputs
     if len(rt) == 1 and len(sig.const_inputs) == 1:
@@ -128,17 +129,59 @@ def md_operand_counts(sig: OpSignature, runtime: int, consts: int) -> str | None
     return None
 
 
+# TfLiteType's values (tflite/core/c/c_api_types.h), which compat prints with StrCat.
+TFLITE_TYPE_NUMBERS = {
+    "FLOAT32": 1, "INT32": 2, "UINT8": 3, "INT64": 4, "STRING": 5, "BOOL": 6, "INT16": 7, "COMPLEX64": 8,
+    "INT8": 9, "FLOAT16": 10, "FLOAT64": 11, "COMPLEX128": 12, "UINT64": 13, "RESOURCE": 14, "VARIANT": 15,
+    "UINT32": 16, "UINT16": 17, "INT4": 18, "BFLOAT16": 19,
+}  # fmt: skip
+
+
+def _layout_dims(t: TensorSpec) -> str:
+    """mdb DynamicUpdateSliceOperationParser::MapAxis 2225-2233 (ranks 1-3 right-aligned in BHWC),
+    printed as StrCat prints it: the four numbers run together."""
+    padded = (1,) * (4 - t.rank) + t.shape
+    return "".join(map(str, padded))
+
+
 @check
 def md_dynamic_update_slice(sig: OpSignature) -> str | None:
-    """mdb DynamicUpdateSliceOperationParser::IsSupported 2144-2177: runtime start indices, and
-    operand, update, indices and output of rank 1-4."""
-    if len(sig.inputs) < 3:
-        return "input #2 tensor is not available"
-    if sig.inputs[2].is_const:
+    """DYNAMIC_UPDATE_SLICE as the accelerator decides, in its order: ValidateSupport runs compat
+    762-796 (three inputs, operand and update of one type and one rank, 1-D INT32 start indices),
+    then mdb DynamicUpdateSliceOperationParser::IsSupported 2144-2177: runtime start indices,
+    operand and update of rank 1-4, the update no larger than the operand on any axis, and start
+    indices and output of rank 1-4."""
+    if len(sig.inputs) != 3:
+        return "DynamicUpdateSlice requires 3 inputs."
+    operand, update, start = sig.inputs
+    if operand.dtype != update.dtype:
+        a, b = (TFLITE_TYPE_NUMBERS.get(t.dtype, t.dtype) for t in (operand, update))
+        return (
+            "Array to update and updated slice must have the same data type, but got: "
+            f"array to update: {a}, updated slice: {b}"
+        )
+    if start.rank != 1:
+        return f"Start indices must be 1D, but got: {start.rank}"
+    if start.dtype != "INT32":
+        return "start_indices must be of type int32."
+    if update.rank != operand.rank:
+        return (
+            "Operand and update must have the same number of dimensions, but got: "
+            f"operand: {operand.rank}, update: {update.rank}"
+        )
+    if start.is_const:
         return "start_indices must be a runtime tensor"
-    for t, what in ((sig.inputs[0], "operand"), (sig.inputs[1], "update"), (sig.inputs[2], "start_indices")):
+    for t, what in ((operand, "operand"), (update, "update")):
         if not 1 <= t.rank <= 4:
             return f"{what} dims must be 1D-4D."
+    if any(u > o for u, o in zip(update.shape, operand.shape, strict=True)):
+        return (
+            "Updated_slice shape must be less or equal to the array to update, but they are updated_slice: "
+            f"[{_layout_dims(update)}], array_to_update: [{_layout_dims(operand)}]"
+        )
+    out = sig.outputs[0] if sig.outputs else None
+    if out is not None and not 1 <= out.rank <= 4:
+        return "output dims must be 1D-4D."
     return None
 
 
@@ -303,4 +346,104 @@ def md_gather_types(sig: OpSignature) -> str | None:
     """mdb GatherOperationParser::IsSupported 3497-3499."""
     if sig.inputs and sig.outputs and sig.inputs[0].dtype != sig.outputs[0].dtype:
         return "Input / output dtype mismatch."
+    return None
+
+
+@check
+def md_distinct_inputs(sig: OpSignature) -> str | None:
+    """One tensor as two runtime inputs of BATCH_MATMUL or SELECT_V2: their parsers (mdb 705-760,
+    4747-4790) add the same value to the node twice and ML Drift's graph CHECK-fails ("Check
+    failed: !IsInput(consumer, value) Node 0 is already a consumer of the value 0", model.cc:218
+    in @ml_drift), which aborts the process where ai-edge-litert 2.3.0 builds the graph: no CPU
+    fallback, measured. ADD, MUL and ADD_N take a repeated input (mdb 2280-2286); so do
+    CONCATENATION and PACK (measured)."""
+    seen = [t.index for t in sig.runtime_inputs]
+    if len(seen) == len(set(seen)):
+        return None
+    return (
+        "Check failed: !IsInput(consumer, value): the node reads one tensor twice, and the accelerator "
+        "aborts the whole process (no CPU fallback)"
+    )
+
+
+@check
+def md_select_condition_batch(sig: OpSignature) -> str | None:
+    """A SELECT_V2 condition whose batch (its first dimension: the B of the layout of
+    model_builder_helper.cc 117-122) is not 1, broadcast into an output of batch 1, fails at init:
+    ML Drift's kernel generator reads the condition at x, y, z only (gpu_operation.cc:955 in
+    @ml_drift). A rank-2 causal mask [T, T] under [1, H, T, T] scores is the usual case; a
+    [1, 1, T, T] mask builds, and so does any mask when the output's batch is not 1. Measured on
+    ai-edge-litert 2.3.0 with constant and runtime conditions of rank 1-4."""
+    cond = sig.input(0)
+    out = sig.outputs[0] if sig.outputs else None
+    if cond is None or out is None:
+        return None
+    if (cond.shape[0] if cond.rank else 1) == 1 or (out.shape[0] if out.rank else 1) != 1:
+        return None
+    return "Unable to parse bc coord for BATCH axis. Layout is bhwc, args are cond_x, cond_y, cond_z."
+
+
+def _bhwc(dims: tuple[int, ...]) -> str:
+    return "{bhwc, {" + ", ".join(map(str, dims)) + "}}"
+
+
+@check
+def md_const_dequantize_layout(sig: OpSignature) -> str | None:
+    """A constant DEQUANTIZE of rank 2 or 3 whose first dimension is not 1 fails when the graph is
+    built. mdb DequantizeOperationParser::Parse 2087-2101 makes it a CONSTANT node whose tensor
+    reads [a, b] as BHWC(1, 1, a, b) and [a, b, c] as BHWC(1, a, b, c) (ReadConstTensor 2062-2085),
+    while its output value has the runtime layout (a, 1, 1, b) / (a, 1, b, c) (model_builder_helper.cc
+    117-122); ML Drift compares the two (gpu_model_util.cc:247 in @ml_drift). Whatever reads it
+    (FULLY_CONNECTED, BATCH_MATMUL, ADD): measured on ai-edge-litert 2.3.0, per-tensor and
+    per-channel int8 alike; rank 4, or a first dimension of 1, builds."""
+    x = sig.input(0)
+    if x is None or not x.is_const or x.rank not in (2, 3) or x.shape[0] == 1:
+        return None
+    a, *rest = x.shape
+    value = (a, 1, 1, *rest) if x.rank == 2 else (a, 1, *rest)
+    const = (1, 1, a, *rest) if x.rank == 2 else (1, a, *rest)
+    return f"Shape mismatch: {_bhwc(value)} vs {_bhwc(const)}"
+
+
+QUANTIZED_TABLE_TYPES = ("INT8", "INT4", "INT2")
+
+
+@check
+def md_embedding_lookup(sig: OpSignature) -> str | None:
+    """mdb EmbeddingLookupOperationParser::IsSupported 2976-3010, then compat 715-761 (ValidateSupport).
+    The table is read as the accelerator sees it: an fp16 constant behind a DEQUANTIZE is FLOAT16
+    with no quantization (FP16GraphPartitionHelper points the node at it before asking), so an
+    fp16 table is refused: "Empty quantization params." (measured on ai-edge-litert 2.3.0)."""
+    if len(sig.inputs) != 2:
+        return f"Expected 2, but got {len(sig.inputs)} inputs."
+    ids, table = sig.inputs
+    dtype, quant = table.dtype, table.quant
+    producer = sig.producer(table)
+    if producer is not None and producer.index in sig.graph.folded_fp16 and producer.inputs:
+        dtype, quant = producer.inputs[0].dtype, producer.inputs[0].quant
+    if quant is None and dtype != "FLOAT32":
+        return "EMBEDDING_LOOKUP: Empty quantization params."
+    if dtype in QUANTIZED_TABLE_TYPES:
+        # opp PreCheckReadQuantizedValueByTensorIdx 343-380
+        if table.rank not in (2, 4):
+            return f"PreCheckReadQuantizedValueByTensorIdx: Expected 2D or 4D quantized tensor: {table.index}"
+        if table.rank == 4 and (table.shape[1] != 1 or table.shape[2] != 1):
+            return (
+                "PreCheckReadQuantizedValueByTensorIdx: Expected 4D quantized tensor with height of 1 and width "
+                f"of 1: {table.index}"
+            )
+    elif dtype != "FLOAT32":
+        return "EMBEDDING_LOOKUP: Unsupported weights type."
+    out = sig.outputs[0] if sig.outputs else None
+    if out is None:
+        return "Expected 1, but got 0 outputs."
+    if ids.rank != 1:
+        return f"Expected 1D, but got {ids.rank}D input #0."
+    if table.rank < 2:
+        return f"Expected > 1D, but got {table.rank}D input #1."
+    if table.rank != out.rank:
+        return f"Expected {table.rank}, but got {out.rank} for output."
+    for i in range(1, out.rank):
+        if table.shape[i] != out.shape[i]:
+            return f"Expected {table.shape[i]}, but got {out.shape[i]} for output.dim[{i}]."
     return None
