@@ -44,6 +44,14 @@ def test_pose_detection_densify_is_folded_into_convs() -> None:
     assert densify and {o.placement for o in densify} == {"gpu"}
 
 
+def test_pose_detection_sparse_weights_are_no_runtime_weights_on_opengl() -> None:
+    # MergeDensify folds DENSIFY (-> DEQUANTIZE) into the conv's weights before the GL shaders see
+    # them: no "Convolution does not support more than 1 runtime tensor" (the GL oracle agrees)
+    r = check_file(str(corpus_file("pose_detection.tflite")), Settings(backend="opengl"))
+    assert not [o for o in r.ops if any("more than 1 runtime tensor" in x for x in o.reasons)]
+    assert r.verdict == "ready", r.reason
+
+
 def test_unsupported_mix_names_what_runs_on_the_cpu() -> None:
     r = check_file(str(corpus_file("unsupported_mix_f32.tflite")), Settings())
     assert {"TOPK_V2", "ARG_MAX", "CAST"} <= ops(r, "cpu")

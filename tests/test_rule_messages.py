@@ -352,6 +352,97 @@ def test_gpu203_opengl_pad_of_the_batch(shape: list[int], pads: list[list[int]],
     assert found == ([expected] if fails else [])
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes", "fails"),
+    [
+        ([1, 8, 8, 4], [1, 2], False),
+        ([1, 8, 8, 4], [-3, -2], False),
+        ([1, 8, 8, 4], [1], True),  # one of the two alone is not {HEIGHT, WIDTH}
+        ([1, 8, 8, 4], [3], True),
+        ([1, 8, 4], [1, 2], True),  # a 3-D input is BWC: axes 1, 2 are WIDTH, CHANNELS
+        ([8, 4], [1], True),
+    ],
+)
+def test_gpu203_opengl_mean_over_height_and_width_only(shape: list[int], axes: list[int], fails: bool) -> None:
+    # gl/kernels/mean.cc 246-249 and ExtractAxisFromIndex (model_builder_helper.cc 123-153); each
+    # row measured on the GL oracle
+    def build(g: SubgraphBuilder) -> int:
+        out = [1 if i in {a % len(shape) for a in axes} else d for i, d in enumerate(shape)]
+        x, a = g.input("x", shape), g.const("axes", np.array(axes, np.int32))
+        return g.op("MEAN", [x, a], out, options=dict(keep_dims=True))
+
+    found = messages(lint(single(build)), "GPU203")
+    expected = (
+        "`MEAN` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+        "Mean calculation is supported only for height and width."
+    )
+    assert found == ([expected] if fails else [])
+
+
+@pytest.mark.parametrize("runtime", [True, False])
+def test_gpu203_opengl_convolution_takes_one_runtime_tensor(runtime: bool) -> None:
+    # FULLY_CONNECTED with runtime weights becomes a CONVOLUTION_2D with two inputs (builder
+    # 1300-1307), which gl/kernels/conv.cc 176-180 refuses; a [1, 16] weight passes the batch check
+    def build(g: SubgraphBuilder) -> int:
+        w = g.input("w", [1, 16]) if runtime else g.const("w", np.ones((1, 16), np.float32))
+        return g.op("FULLY_CONNECTED", [g.input("x", [1, 16]), w, -1], [1, 1])
+
+    found = messages(lint(single(build)), "GPU203")
+    expected = (
+        "`FULLY_CONNECTED` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+        "Convolution does not support more than 1 runtime tensor"
+    )
+    assert found == ([expected] if runtime else [])
+
+
+def resize_to_computed_size(shape_first: bool) -> Model:
+    """RESIZE whose size is SHAPE -> STRIDED_SLICE -> MUL of its input (as U^2-Net exports have it);
+    `shape_first`: the graph starts with SHAPE, so the INT32 MUL is the first (largest) partition."""
+    i32 = np.int32
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 4])
+    y = x if shape_first else g.op("RELU", [x], [1, 8, 8, 4])
+    s = g.op("SHAPE", [y], [4], dtype="INT32", options=dict(out_type="INT32"))
+    ends = [g.const(n, np.array([v], i32)) for n, v in (("b", 1), ("e", 3), ("s", 1))]
+    hw = g.op("STRIDED_SLICE", [s, *ends], [2], dtype="INT32")
+    size = g.op("MUL", [hw, g.const("two", np.array([2, 2], i32))], [2], dtype="INT32")
+    r = g.op("RESIZE_BILINEAR", [y, size], [1, 16, 16, 4])
+    g.output(g.op("RELU", [r], [1, 16, 16, 4]))
+    return mb.build()
+
+
+def test_int32_mul_on_a_shape_computed_at_prepare_passes_the_tensor_gate() -> None:
+    # SHAPE, STRIDED_SLICE and MUL of known operands are computed at Prepare (kTfLitePersistentRo),
+    # and IsAllAllowedTensors (builder 3055-3077) only holds arena tensors to the float types: the
+    # delegate takes the INT32 MUL. Alone in the largest partition, its INT32 input then fails the
+    # OpenGL delegate (gl_delegate.cc 180-187), as the GL oracle does with this model.
+    r = Linter(TARGETS["classic"], targets=TARGETS).lint(resize_to_computed_size(shape_first=True))
+    mul = r.ops[2]
+    assert mul.op == "MUL" and mul.placement == "init-failure"
+    assert mul.backend_failures == {"opengl": "Input tensor is not found in the graph."}
+    assert r.backends["opengl"]["init"] == "init-failure" and r.backends["opencl"]["init"] == "ok"
+    assert [p.placement for p in r.ops] == ["cpu", "cpu", "init-failure", "cpu", "cpu"]
+
+
+def test_int32_mul_on_a_computed_shape_outside_the_partition_is_only_cut_off() -> None:
+    # the same MUL beside a larger float partition (RELU first): the RELU is delegated, the MUL is
+    # supported but cut off, and nothing fails (GL oracle: 1 of 6 nodes delegated, ok)
+    r = Linter(TARGETS["classic"], targets=TARGETS).lint(resize_to_computed_size(shape_first=False))
+    assert r.verdict != "init-failure" and r.plans[0].delegated == {0}
+    assert r.ops[3].op == "MUL" and r.ops[3].reasons == ["outside the delegated partition"]
+
+
+def test_an_int32_mul_of_graph_inputs_stays_behind_the_tensor_gate() -> None:
+    # the other side: an INT32 operand in the arena (a graph input) is refused by the gate
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [2], "INT32")
+        return g.op("MUL", [x, g.const("two", np.array([2, 2], np.int32))], [2], dtype="INT32")
+
+    (mul,) = Linter(TARGETS["classic"], targets=TARGETS).lint(single(build)).ops
+    assert mul.placement == "cpu" and mul.codes[0][0] == "GPU107"
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_gpu203_mediapipe_shaders_take_version_1(version: int) -> None:
     def build(g: SubgraphBuilder) -> int:

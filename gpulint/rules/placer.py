@@ -18,6 +18,7 @@ from gpulint.rules import checks, pack
 from gpulint.rules.pack import Target
 from gpulint.rules.partition import SubgraphPlan, refresh_verdict
 from gpulint.rules.placement import MAX_NAME, Placement
+from gpulint.rules.prepare import persistent_tensors
 from gpulint.rules.signature import Graph, OpSignature
 from gpulint.text import clean
 
@@ -32,6 +33,7 @@ class Placer:
         mp, classic = targets.get("mediapipe"), targets.get("classic")
         added = set(mp.custom_ops) - set(classic.custom_ops) if mp is not None and classic is not None else set()
         self.mediapipe_only = added - set(target.custom_ops)  # for GPU103 rather than GPU102
+        self._persistent: dict[int, tuple[Graph, frozenset[int]]] = {}  # id(graph) -> (graph, tensors)
 
     def place(self, sig: OpSignature) -> Placement:
         p = Placement(sig.graph.index, sig.index, clean(sig.op, MAX_NAME) or "", sig.version, "gpu")
@@ -95,18 +97,28 @@ class Placer:
         p.codes.append((code, values))
         return p
 
+    def _persistent_tensors(self, graph: Graph) -> frozenset[int]:
+        held = self._persistent.get(id(graph))
+        if held is None or held[0] is not graph:
+            held = self._persistent[id(graph)] = (graph, persistent_tensors(graph))
+        return held[1]
+
     def _tensor_gate(self, sig: OpSignature, support: pack.OpSupport) -> tuple[str, dict[str, Any]] | None:
-        """builder IsAllAllowedTensors: rank < 5 everywhere, allowed types on runtime tensors."""
+        """builder IsAllAllowedTensors (3055-3077; mdb 6734-6762): rank < 5 everywhere, and the
+        allowed types on the tensors of the arena (kTfLiteArenaRw). A tensor computed at Prepare
+        (kTfLitePersistentRo, prepare.py) is not one, whatever its type: an INT32 MUL on SHAPE's
+        output passes the gate (and then fails the OpenGL delegate's init as a partition input)."""
         if not self.target.tensor_gate:
             return None
         for t in (*sig.inputs, *sig.outputs):
             if not t.omitted and t.rank > self.target.max_rank:
                 return "GPU108", {"tensor": t.name, "rank": t.rank}
         base = list(self.target.runtime_types) + (list(self.target.quantized_types) if self.quantized else [])
+        persistent = self._persistent_tensors(sig.graph)
         for tensors, extra in ((sig.inputs, support.extra_input_types), (sig.outputs, support.extra_output_types)):
             allowed = base + list(extra)
             for t in tensors:
-                if t.runtime and t.dtype not in allowed:
+                if t.runtime and t.index not in persistent and t.dtype not in allowed:
                     return "GPU107", {"tensor": t.name, "dtype": t.dtype, "allowed": "/".join(allowed)}
         return None
 

@@ -237,6 +237,13 @@ class _Prepared:
         return None
 
 
+def persistent_tensors(graph: Graph) -> frozenset[int]:
+    """The tensors the interpreter computes at Prepare (kTfLitePersistentRo: SHAPE of a static
+    tensor and the shape arithmetic on it) before a static-shapes delegate partitions the graph,
+    as far as Prepare gets."""
+    return frozenset(_Prepared(graph.model, graph.index, graph=graph).persistent)
+
+
 def find_refusal(model: Model, graphs: list[Graph] | None = None) -> Refusal | None:
     """The interpreter's refusal of a static-shapes-only delegate, if it refuses one (`graphs`:
     each subgraph's Graph, when the caller has them already)."""

@@ -75,6 +75,36 @@ def gl_mul_shapes(sig: OpSignature) -> str | None:
     return None
 
 
+# The GL shader that refuses a second runtime input, per op (the builder turns a
+# FULLY_CONNECTED with runtime weights into a CONVOLUTION_2D: builder 1300-1307).
+GL_RUNTIME_WEIGHTS = {
+    "CONV_2D": "Convolution",
+    "FULLY_CONNECTED": "Convolution",
+    "DEPTHWISE_CONV_2D": "DepthWise Convolution",
+    "TRANSPOSE_CONV": "Convolution Transposed",
+}
+
+
+@check
+def gl_runtime_weights(sig: OpSignature) -> str | None:
+    """Weights that are a runtime tensor (a graph input, another op's output, a DEQUANTIZE the
+    delegate computes): the builder adds them as the node's second input (builder 634-651,
+    926-930, 1300-1307, 2716-2720) and the OpenGL shaders take one (gl/kernels/conv.cc 44-48 and
+    176-180, depthwise_conv.cc 42-46, transpose_conv.cc 41-45). GL oracle: a [1, 16] weight from a
+    DEQUANTIZE left on the CPU, read by FULLY_CONNECTED. Sparse weights are not such: MergeDensify
+    (transformations/merge_densify.cc 36-80, one of the general transformations GL applies) folds a
+    DENSIFY, or a DENSIFY -> DEQUANTIZE, back into a convolution's weights."""
+    if len(sig.runtime_inputs) < 2:
+        return None
+    w = sig.input(1)
+    producer = sig.producer(w) if w is not None else None
+    if producer is not None and producer.op == "DEQUANTIZE" and producer.inputs:
+        producer = sig.producer(producer.inputs[0])
+    if producer is not None and producer.op == "DENSIFY" and sig.op != "TRANSPOSE_CONV":
+        return None
+    return f"{GL_RUNTIME_WEIGHTS.get(sig.op, 'Convolution')} does not support more than 1 runtime tensor"
+
+
 @check
 def gl_conv_groups(sig: OpSignature) -> str | None:
     """A grouped CONV_2D (the filter has fewer input channels than the input) on OpenGL, as the
@@ -195,12 +225,16 @@ def gl_elementwise_const(sig: OpSignature) -> str | None:
 
 @check
 def gl_mean_axes(sig: OpSignature) -> str | None:
-    """gl/kernels/mean.cc: MEAN over height and width only (of a 4-D tensor)."""
+    """gl/kernels/mean.cc 241-249: the shader takes exactly {HEIGHT, WIDTH}. The builder names the
+    axes by the input's rank (model_builder_helper.cc ExtractAxisFromIndex 123-153: rank 4 BHWC,
+    3 BWC, 2 BC, 1 B), so only axes 1 and 2 of a 4-D input together pass: a 3-D input has no
+    height, and one of the two alone is not the set (oracle: [1, 2] of a rank-3 tensor, [1] or
+    [2] alone of a rank-4 one all fail)."""
     x = sig.input(0)
     axes = sig.const_values(sig.inputs[1]) if len(sig.inputs) > 1 and x is not None else None
-    if x is None or axes is None or x.rank != 4:
+    if x is None or axes is None:
         return None
-    if {int(a) % 4 for a in axes} <= {1, 2}:
+    if x.rank == 4 and {int(a) % 4 for a in axes} == {1, 2}:
         return None
     return "Mean calculation is supported only for height and width."
 
