@@ -9,17 +9,17 @@ interpreter itself rejects is not an error here: the oracle says it cannot decid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpulint.model import Model
-from gpulint.model.build import ModelBuilder
+from gpulint.model.build import ModelBuilder, SubgraphBuilder
 
-NP = {"FLOAT32": np.float32, "INT32": np.int32, "BOOL": np.bool_, "INT64": np.int64}
-SHORT = {"FLOAT32": "f32", "INT32": "i32", "BOOL": "bool", "INT64": "i64"}
+NP = {"FLOAT32": np.float32, "FLOAT16": np.float16, "INT32": np.int32, "BOOL": np.bool_, "INT64": np.int64}
+SHORT = {"FLOAT32": "f32", "FLOAT16": "f16", "INT32": "i32", "BOOL": "bool", "INT64": "i64"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,11 @@ class Case:
     outputs: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype) of each output
     options: tuple[tuple[str, Any], ...] = ()
     version: int = 1
+    make: Callable[[], Model] | None = None  # a model of several ops, or quantized ones
 
     def build(self) -> Model:
+        if self.make is not None:
+            return self.make()
         mb = ModelBuilder()
         g = mb.subgraph("main")
         ins = []
@@ -299,4 +302,91 @@ def shape_cases() -> list[Case]:
     out.append(case("ARG_MAX", [x, cst(1, dtype="INT32", value=[3])], (1, 8, 8), "INT32", output_type="INT32"))
     out.append(case("SELECT_V2", [rt(1, 8, 8, 4, dtype="BOOL"), x, rt(1, 8, 8, 4)], (1, 8, 8, 4)))
     out.append(case("LESS", [x, rt(1, 8, 8, 4)], (1, 8, 8, 4), "BOOL"))
+    return out + issue_38_cases()
+
+
+def issue_38_cases() -> list[Case]:
+    """Both sides of the conditions of issue #38 that a one-op model can show."""
+    out: list[Case] = []
+    x = rt(1, 8, 8, 4)
+    # compat has no case for RELU_0_TO_1 or BITWISE_XOR; the accelerator's parsers call it
+    out.append(case("RELU_0_TO_1", [x], (1, 8, 8, 4)))
+    out.append(case("RELU_N1_TO_1", [x], (1, 8, 8, 4)))
+    i32 = rt(1, 8, 8, 4, dtype="INT32")
+    out.append(case("BITWISE_XOR", [i32, rt(1, 8, 8, 4, dtype="INT32")], (1, 8, 8, 4), "INT32"))
+    # EMBEDDING_LOOKUP: an fp16 table has no quantization params
+    for dtype in ("FLOAT32", "FLOAT16"):
+        out.append(case("EMBEDDING_LOOKUP", [rt(4, dtype="INT32"), cst(16, 8, dtype=dtype)], (4, 8)))
+    # SELECT_V2: a condition with a batch into an output of batch 1
+    for cond, shape in (((8, 8), (1, 2, 8, 8)), ((1, 1, 8, 8), (1, 2, 8, 8)), ((8, 8), (2, 8, 8))):
+        out.append(case("SELECT_V2", [cst(*cond, dtype="BOOL"), rt(*shape), rt(*shape)], shape))
+    # DYNAMIC_UPDATE_SLICE: compat's start-index type
+    for start in ("INT32", "INT64"):
+        out.append(case("DYNAMIC_UPDATE_SLICE", [x, rt(1, 2, 2, 4), rt(4, dtype=start)], (1, 8, 8, 4)))
+    # MEAN on the OpenGL backend: {HEIGHT, WIDTH} of a 4-D input only
+    out.append(case("MEAN", [rt(1, 8, 4), cst(2, dtype="INT32", value=[1, 2])], (1, 1, 1), keep_dims=True))
+    out.append(case("MEAN", [x, cst(1, dtype="INT32", value=[1])], (1, 1, 8, 4), keep_dims=True, note="axis1"))
+    return out + issue_38_graphs()
+
+
+def graph(cid: str, build: Callable[[SubgraphBuilder], int]) -> Case:
+    def make() -> Model:
+        mb = ModelBuilder()
+        g = mb.subgraph("main")
+        g.output(build(g))
+        return mb.build()
+
+    return Case(cid, "", (), (), make=make)
+
+
+def dequantized(shape: tuple[int, ...], reader: str) -> Callable[[SubgraphBuilder], int]:
+    """An int8 weight behind a constant DEQUANTIZE, read by FULLY_CONNECTED or ADD."""
+
+    def build(g: SubgraphBuilder) -> int:
+        w = g.op("DEQUANTIZE", [g.const("w", np.ones(shape, np.int8), quant=(0.02, 0))], list(shape))
+        if reader == "FULLY_CONNECTED":
+            return g.op(reader, [g.input("x", [1, shape[-1]]), w, -1], [1, shape[0]])
+        return g.op(reader, [g.input("x", list(shape)), w], list(shape))
+
+    return build
+
+
+def same_twice(op: str) -> Callable[[SubgraphBuilder], int]:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8])
+        if op == "SELECT_V2":
+            return g.op(op, [g.input("c", [1, 8, 8], "BOOL"), x, x], [1, 8, 8])
+        return g.op(op, [x, x], [1, 8, 8])
+
+    return build
+
+
+def computed_size(shape_first: bool) -> Callable[[SubgraphBuilder], int]:
+    """RESIZE_BILINEAR to SHAPE -> STRIDED_SLICE -> MUL of its input (U^2-Net's exports)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        y = x if shape_first else g.op("RELU", [x], [1, 8, 8, 4])
+        s = g.op("SHAPE", [y], [4], dtype="INT32", options=dict(out_type="INT32"))
+        ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 1), ("e", 3), ("s", 1))]
+        hw = g.op("STRIDED_SLICE", [s, *ends], [2], dtype="INT32")
+        size = g.op("MUL", [hw, g.const("two", np.array([2, 2], np.int32))], [2], dtype="INT32")
+        return g.op("RELU", [g.op("RESIZE_BILINEAR", [y, size], [1, 16, 16, 4])], [1, 16, 16, 4])
+
+    return build
+
+
+def issue_38_graphs() -> list[Case]:
+    """Both sides of the conditions of issue #38 that need several ops or quantized constants."""
+    out = [
+        graph(f"DEQUANTIZE-i8{list(shape)}-{reader}".replace(" ", ""), dequantized(shape, reader))
+        for shape, reader in (
+            ((8, 16), "FULLY_CONNECTED"),
+            ((1, 16), "FULLY_CONNECTED"),
+            ((2, 4, 8), "ADD"),
+            ((2, 4, 4, 8), "ADD"),
+        )
+    ]
+    out += [graph(f"{op}-same-tensor-twice", same_twice(op)) for op in ("BATCH_MATMUL", "SELECT_V2", "ADD")]
+    out += [graph(f"RESIZE_BILINEAR-computed-size-{w}", computed_size(w == "first")) for w in ("first", "after-relu")]
     return out

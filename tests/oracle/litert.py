@@ -175,8 +175,9 @@ def parse(path: str, child: dict[str, Any], log: str) -> LiteRtResult:
         res.errors += [x.split("] ", 1)[-1] for x in lines if x.startswith("ERROR: ") and UNSUPPORTED not in x][:5]
     if res.total is None:
         res.total = primary_nodes
-    if res.delegated is None and res.outcome != "init-failure":
-        # No summary: the accelerator took every node (it logs only when some stay on the CPU).
+    if res.delegated is None and res.outcome in ("ok", "init-failure"):
+        # No summary: the accelerator took every node (it logs only when some stay on the CPU,
+        # before it builds them: an init failure logs it too).
         res.delegated = res.total
     return res
 
