@@ -350,3 +350,11 @@ def test_dynamic_update_slice_update_size_and_compat(
     # compat 762-796 through ValidateSupport, then mdb 2157-2167: the update no larger on any axis
     lit = place(update(operand, upd, start), "litert-gpu")
     assert (lit.placement, lit.reasons[:1]) == (("gpu", []) if reason is None else ("cpu", [reason]))
+
+
+def test_a_user_pack_states_its_own_runtime_and_does_not_inherit_one() -> None:
+    stated = pack.parse_target("target: mine\nbase: litert-gpu\nruntime: ai-edge-litert 2.4.0\n", "mine.yaml", TARGETS)
+    silent = pack.parse_target("target: other\nbase: litert-gpu\n", "other.yaml", TARGETS)
+    assert (stated.runtime, silent.runtime) == ("ai-edge-litert 2.4.0", "")
+    with pytest.raises(pack.PackError, match="runtime"):
+        pack.parse_target("target: bad\nruntime: [2, 3]\n", "bad.yaml", TARGETS)

@@ -514,6 +514,17 @@ def test_gpu110_delegate_device_gate() -> None:
     assert messages(lint(single(build)), "GPU110") == []
 
 
+def test_gpu111_target_runtime() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        return g.op("RELU", [g.input("x", [1, 8])], [1, 8])
+
+    assert messages(lint(single(build), "litert-gpu"), "GPU111") == [
+        "the litert-gpu target models ai-edge-litert 2.3.0 (LiteRT 2.3's GPU accelerator, "
+        "libLiteRtWebGpuAccelerator.so); other releases decide some ops differently"
+    ]
+    assert messages(lint(single(build)), "GPU111") == []
+
+
 def test_gpu701_gpu702_gpu703_half_precision_numerics() -> None:
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 1024])

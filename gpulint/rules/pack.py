@@ -88,6 +88,7 @@ class Target:
     tensor_gate: bool = True  # the builder's IsAllAllowedTensors type/rank gate (Core ML has none)
     settings: dict[str, Any] = field(default_factory=dict)  # options a user may set (--coreml-version)
     device_gate: str = ""  # on which devices the delegate is created at all, unless settings say all
+    runtime: str = ""  # the runtime release whose behaviour the pack was measured against (not inherited)
 
 
 def configure(target: Target, values: Mapping[str, Any]) -> Target:
@@ -131,6 +132,7 @@ _TARGET_OPTIONAL = (
     "tensor_gate",
     "settings",
     "device_gate",
+    "runtime",
 )
 _BACKEND_KEYS = ("title",)
 _BACKEND_OPTIONAL = ("source", "no_kernel", "init_checks", "graph_checks")
@@ -167,6 +169,7 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         v.typed(doc, key, int, "an integer")
     for key in ("only_listed", "tensor_gate"):
         v.typed(doc, key, bool, "true or false")
+    release = v.typed(doc, "runtime", str, "the runtime release the pack models, as text") or ""
     settings = dict(v.mapping(doc["settings"], "settings", doc)) if "settings" in doc else inherited("settings", {})
     runtime = v.str_list(doc, "runtime_types", types) if "runtime_types" in doc else inherited("runtime_types", [])
     quant = v.str_list(doc, "quantized_types", types) if "quantized_types" in doc else inherited("quantized_types", [])
@@ -242,6 +245,7 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         tensor_gate=inherited("tensor_gate", True),
         settings=settings,
         device_gate=" ".join(str(inherited("device_gate", "")).split()),
+        runtime=" ".join(release.split()),
     )
 
 

@@ -1,5 +1,5 @@
 """Rules about the model's interface (scope `input`: the main subgraph's inputs) and the model as
-a whole (scope `model`: its tensor types, the target's device gate)."""
+a whole (scope `model`: its tensor types, the target's device gate and the runtime it models)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,9 @@ def int16_activations(m: ModelView, _: Model) -> Iterator[Hit]:
 def delegate_device_gate(m: ModelView, _: Model) -> Iterator[Hit]:
     if m.target.device_gate and not m.target.settings.get("all_devices"):
         yield Hit({"target": m.target.name, "gate": m.target.device_gate})
+
+
+@detector("GPU111", "model")
+def target_runtime(m: ModelView, _: Model) -> Iterator[Hit]:
+    if m.target.runtime:
+        yield Hit({"target": m.target.name, "runtime": m.target.runtime})
