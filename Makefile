@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine with Python 3.11 and make:
-#   make demo  - create .venv, install gpulint, run it on the built-in sample model
+#   make demo  - create .venv, install gpulint with its verify extra, run it on the built-in sample model
 #   make test  - create or reuse .venv with the dev extra, run the whole test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,8 +11,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# demo verifies on the OpenCL executor and proves on the LiteRT interpreter: the verify extra
+# (pyproject.toml); dev pulls it too.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[verify]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python

@@ -4,6 +4,7 @@ refusal turned into one ReferenceError sentence."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import resource
@@ -134,9 +135,23 @@ def _child_run(
         spawn([str(src), *args], limit, names)
 
 
+# `pip install gpulint` leaves the runtime out; its `verify` extra (pyproject.toml) brings it.
+NO_RUNTIME = "the LiteRT CPU interpreter is not installed (ai-edge-litert): pip install 'gpulint[verify]'"
+
+
+def runtime_installed() -> bool:
+    """Whether this Python has ai-edge-litert, looked up without importing it."""
+    try:
+        return importlib.util.find_spec("ai_edge_litert") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def spawn(args: list[str], limit: float, names: str) -> None:
     """`python -m gpulint.reference ARGS` under the memory and time limits; a hang, a crash or a
-    refusal becomes a ReferenceError."""
+    refusal becomes a ReferenceError, and so does a light install without the interpreter."""
+    if not runtime_installed():
+        raise ReferenceError(NO_RUNTIME)
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "gpulint.reference", *args],
