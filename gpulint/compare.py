@@ -27,7 +27,12 @@ The policies (all numbers measured on the corpus, see README "verify"):
   arithmetic and sums) 16215 x at worst (palm_detection_lite's boxes, normal inputs), then
   14192 x (dilated_conv_32); fp32-fp16 (F32_F16, half arithmetic, float sums in convs) 9834 x
   (palm_detection_lite's boxes, normal inputs), then 5292 x. 2^15 leaves 2.0x and 3.3x. (fp32-fp16 had 2^14
-  while it computed in float: 8073 x at worst.) No output went NaN/Inf in half. rtol 1e-5
+  while it computed in float: 8073 x at worst.) No output went NaN/Inf in half. fp16 is 2^17 since
+  LiteRT's real GPU accelerator (verify --engine litert-gpu, bench/bench_engines.py) joined the
+  judged: its half arithmetic reaches 1.9 x the 2^15 tolerance on the corpus's deeplab_like_65
+  exports, because ML Drift computes RESIZE_BILINEAR's sampling coordinates in half (the
+  interpolation fraction quantized to the coordinate's half ulp, 1/32 at 32..64; an emulation with
+  half coordinates is within 1 half ulp of it), and half is what phones ship. rtol 1e-5
   (fp32) / 2^-9 (both half precisions: four half epsilons) per element; floor 1e-5 / 2^-10.
 - REWRITE_PROOF: a rewritten model against the original, both on the CPU interpreter: a safe
   rewrite only reorders fp32 arithmetic, so the fp32 numbers above apply.
@@ -68,6 +73,11 @@ PRECISION_WORDS = {
 }
 
 
+# Said of a comparison whose tolerance reaches the output's whole range: any answer of the right
+# shape would pass it (a near-flat output judged at half precision's floor, say).
+CANNOT_FAIL = "the tolerance is at least the output's range: this comparison cannot fail and proves nothing about it"
+
+
 def precision_text(name: str) -> str:
     """`fp16 (F16: half storage and half arithmetic)`; an unknown name as it is."""
     return f"{name} ({PRECISION_WORDS[name]})" if name in PRECISION_WORDS else name
@@ -87,7 +97,7 @@ class Policy:
 # round that much into any output, however small the output itself (a presence flag of 1e-10).
 EXECUTOR_VS_CPU = Policy(
     "executor-vs-cpu",
-    noise_multiple={"fp32": 10.0, "fp32-fp16": 2.0**15, "fp16": 2.0**15},
+    noise_multiple={"fp32": 10.0, "fp32-fp16": 2.0**15, "fp16": 2.0**17},
     atol_floor={"fp32": 1e-5, "fp32-fp16": FP16_EPS, "fp16": FP16_EPS},
     rtol={"fp32": 1e-5, "fp32-fp16": 2.0**-9, "fp16": 2.0**-9},
     quant_steps=3.0,
@@ -346,6 +356,14 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
         "values": int(a.size),
     }
     out["nonfinite_mismatch"] = int(np.sum(~both & ~same_nonfinite))
+    # As the accuracy tools report them: SNR of the reference over the error, PSNR over the
+    # reference's range (None where the error is 0: no noise to measure).
+    if any_pair:
+        err_power = float(np.sum(err**2))
+        span = float(fa.max() - fa.min()) if fa.size else 0.0
+        out["snr_db"] = float(10 * np.log10(max(float(np.sum(fa**2)), 1e-300) / err_power)) if err_power else None
+        mse = err_power / err.size
+        out["psnr_db"] = float(10 * np.log10(span**2 / mse)) if err_power and span > 0 else None
     out["required_atol"] = out["max_abs_error"]
     zero_err = err[~nonzero]
     out["required_rtol"] = (float("inf") if zero_err.any() else out["max_rel_error"]) if any_pair else None
@@ -365,6 +383,9 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
         }
         # The one atol that passes every element with this rtol (what --tolerance would need).
         out["required_atol"] = float(np.max(err - tol.rtol * np.abs(fa), initial=0.0))
+        span = float(fa.max() - fa.min())
+        out["tolerance_over_range"] = float(np.min(bound)) / span if span > 0 else None
+        out["cannot_fail"] = bool(span > 0 and float(np.min(bound)) >= span)
     if ref.ndim >= 1 and ref.shape[-1] >= 10 and ref.size // ref.shape[-1] <= 16 and both.all():  # classifier-like
         ra = ref.reshape(-1, ref.shape[-1]).astype(np.float64)
         rb = got.reshape(-1, ref.shape[-1]).astype(np.float64)
