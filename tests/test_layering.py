@@ -20,6 +20,7 @@ FLOORS: list[tuple[str, ...]] = [
         "gpulint.check",
         "gpulint.fix",
         "gpulint.partitioned",
+        "gpulint.engines",
         "gpulint.verify",
         "gpulint.bench",
         "gpulint.matrix",

@@ -42,6 +42,7 @@ USER_ERRORS = (
     ("gpulint.reference", "ReferenceError"),
     ("gpulint.executor", "ExecutorError"),
     ("gpulint.verify", "VerifyError"),
+    ("gpulint.engines", "EngineError"),
 )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -18,6 +19,15 @@ from gpulint.cli.common import Distribution, Precision, TextOrJson, fail, quiet_
 if TYPE_CHECKING:
     from gpulint.settings import Settings
     from gpulint.verify import Request, Tolerance, VerifyResult
+
+
+class EngineChoice(StrEnum):
+    opencl = "opencl"
+    litert_gpu = "litert-gpu"
+    all = "all"
+
+
+ENGINE_NAMES = ["opencl", "litert-gpu"]  # --engine all: each, in this order
 
 
 @dataclass
@@ -39,8 +49,9 @@ def try_verify(req: Request, device_spec: str | None) -> Attempt:
         original = read(req.model_path)
         where = req.candidate_path or req.model_path
         candidate = read(where) if req.candidate_path is not None else original
+        device = select_device(device_spec) if req.engine == "opencl" else None  # the accelerator brings its own
         with quiet_compiler():
-            return Attempt(verify(req, original, candidate, select_device(device_spec)), None, where)
+            return Attempt(verify(req, original, candidate, device), None, where)
     except Exception as e:
         message = user_error(e, also=(ValueError,))
         if message is None:
@@ -94,10 +105,22 @@ def verify(
         Path | None, typer.Option("--reference", help="Use a saved reference instead of running the CPU.")
     ] = None,
     output_format: Annotated[TextOrJson, typer.Option("--format", help="Output format.")] = TextOrJson.text,
+    engine: Annotated[
+        EngineChoice,
+        typer.Option(
+            help="What runs the GPU side: opencl (gpulint's executor emulating the classic delegate, any OpenCL "
+            "device), litert-gpu (LiteRT's real GPU accelerator, ML Drift on WebGPU: fp32 and fp16), all (both, "
+            "side by side)."
+        ),
+    ] = EngineChoice.opencl,
+    export_repro: Annotated[
+        Path | None,
+        typer.Option(help="With --bisect: write the smallest failing sub-model, its inputs and CPU output here."),
+    ] = None,
 ) -> None:
-    """Run the model on the OpenCL executor (CPU partitions on LiteRT) and compare with the LiteRT
-    CPU interpreter. Exit 0 PASS, 1 FAIL, 2 error."""
-    from gpulint.output.verify import render_verify
+    """Run the model on a GPU engine (CPU partitions on LiteRT) and compare with the LiteRT CPU
+    interpreter. Exit 0 PASS, 1 FAIL, 2 error, 3 nothing ran on the GPU side (CPU-ONLY)."""
+    from gpulint.output.verify import render_side_by_side, render_verify
     from gpulint.verify import Request
 
     def stop(where: str | os.PathLike[str] | None, message: str) -> NoReturn:
@@ -114,6 +137,8 @@ def verify(
         stop(None, str(e))
     if inputs is not None and reference_file is not None:
         stop(None, "--inputs and --reference both give inputs; use one")
+    if export_repro is not None and not bisect:
+        stop(None, "--export-repro writes what --bisect finds: give --bisect too")
     settings = common.resolve_settings(config=config, target=target, fail_with=stop)
     req = Request(
         model_path=Path(path),
@@ -128,18 +153,31 @@ def verify(
         bisect=bisect,
         save_reference=save_reference,
         reference=reference_file,
+        export_repro=export_repro,
     )
-    attempt = try_verify(req, device)
-    if attempt.result is None:
-        stop(attempt.where, attempt.error or "")
-    result = attempt.result
-    typer.echo(json.dumps(result.to_json(), indent=2) if output_format is TextOrJson.json else render_verify(result))
-    raise typer.Exit(EXIT_CODES[result.status])
+    names = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
+    results = []
+    for name in names:
+        attempt = try_verify(replace(req, engine=name), device)
+        if attempt.result is None:
+            stop(attempt.where, attempt.error or "")
+        results.append(attempt.result)
+    status = max((r.status for r in results), key=WORST_LAST.index)
+    if output_format is TextOrJson.json:
+        one = (
+            results[0].to_json() if len(results) == 1 else {"status": status, "engines": [r.to_json() for r in results]}
+        )
+        typer.echo(json.dumps(one, indent=2))
+    else:
+        typer.echo(render_verify(results[0]) if len(results) == 1 else render_side_by_side(results))
+    raise typer.Exit(EXIT_CODES[status])
 
 
 # 0 PASS, 1 FAIL, 2 a usage error or a model that cannot run, 3 within tolerance but nothing ran on
-# the executor (VerifyResult.status): CI can tell "the GPU path was shown right" from "not shown".
+# the GPU side (VerifyResult.status): CI can tell "the GPU path was shown right" from "not shown".
+# Of several engines' results, the worst decides: FAIL, then CPU-ONLY, then PASS.
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "CPU-ONLY": 3}
+WORST_LAST = ["PASS", "CPU-ONLY", "FAIL"]
 
 
 def _tolerances(atol: float | None, rtol: float, items: list[str] | None) -> dict[str, Tolerance]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpulint.compare import precision_text
+from gpulint.compare import CANNOT_FAIL, precision_text
 from gpulint.text import clean
 
 if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the interpreter loaded
@@ -16,16 +16,20 @@ if TYPE_CHECKING:  # types only: rendering needs neither the executor nor the in
 
 def render_verify(result: VerifyResult) -> str:
     d = result.device
+    side = ENGINE_WORDS.get(result.engine, result.engine)
     lines = [
         f"{clean(result.candidate, 300)}: {result.status} against the LiteRT CPU interpreter "
         f"on {clean(result.model, 300)} ({result.runs} run(s), {precision_text(result.precision)}, {d['name']})",
+        f"  engine: {result.engine} ({side})",
         f"  device: {clean(d['name'], 200)} ({clean(d['driver'], 200)})" + (f": {d['why']}" if d["why"] else ""),
     ]
     for p in result.partitions:
         lines.append(f"  partition {p['kind']:3} on {p['ran_on']}: {clean(p['summary'], 300)}")
+    for w in result.warnings:
+        lines.append(f"  warning: {clean(w, 500)}")
     if result.status == "CPU-ONLY":
         lines.append(
-            "  no op ran on the executor: every op ran on the LiteRT CPU interpreter, so the executor comparison "
+            f"  no op ran on the GPU side ({side}): every op ran on LiteRT's CPU, so the comparison "
             "set the CPU against itself and shows nothing about the GPU (exit 3)"
         )
     if result.noise_probe:
@@ -38,7 +42,8 @@ def render_verify(result: VerifyResult) -> str:
         lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
         for kind, v in o.comparisons().items():
             at = f" at {result.precision}" if kind == "executor" else ""  # the error is that precision's
-            lines.append(f"    {kind:8} {'PASS' if v.passed else 'FAIL'}{at}: {verdict_text(v)}")
+            label = result.engine if kind == "executor" and result.engine != "opencl" else kind
+            lines.append(f"    {label:8} {'PASS' if v.passed else 'FAIL'}{at}: {verdict_text(v)}")
             if v.reason:
                 lines.append(f"             {clean(v.reason, 500)}")
         if o.hybrid_gap is not None and o.hybrid_gap["max_abs_error"] is not None:
@@ -61,18 +66,66 @@ def render_verify(result: VerifyResult) -> str:
         b = result.bisect
         if b.get("op"):
             what = "first op to make a NaN/Inf" if b.get("first_nonfinite") else "first divergence"
+            counted = "prefixes run" if b.get("method") else "tensors compared"
             lines.append(
                 f"  {what} ({b['comparison']}): op {b['op_index']} {b['op']} -> {clean(b['tensor'], 200)} "
-                f"({clean(b['reason'], 300)}; {b['compared']} tensors compared)"
+                f"({clean(b['reason'], 300)}; {b['compared']} {counted})"
             )
             if b.get("drift_before"):
                 d = b["drift_before"]
                 lines.append(f"    before it, op {d['op_index']} {d['op']} drifts (finite): {clean(d['reason'], 300)}")
         else:
-            lines.append(f"  bisect ({b['comparison']}): {b['note']} ({b['compared']} tensors compared)")
+            counted = "prefixes run" if b.get("method") else "tensors compared"
+            lines.append(f"  bisect ({b['comparison']}): {b['note']} ({b['compared']} {counted})")
+    if result.repro is not None:
+        r = result.repro
+        if r.get("error"):
+            lines.append(f"  repro: {clean(r['error'], 300)}")
+        else:
+            lines.append(
+                f"  repro: {clean(r['model'], 300)} ({r['ops']} ops: {r['what']}) and {clean(r['reference'], 300)}"
+            )
+            lines.append(f"    again: {clean(r['rerun'], 600)}")
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items())
     lines.append(f"  time: {secs}")
     return "\n".join(lines)
+
+
+ENGINE_WORDS = {
+    "opencl": "gpulint's OpenCL executor, computing as the classic delegate does",
+    "litert-gpu": "LiteRT's GPU accelerator, ML Drift on WebGPU: the real runtime",
+}
+
+
+def render_side_by_side(results: list[VerifyResult]) -> str:
+    """Several engines' verifications of one model: each in full, then per output their numbers
+    in one table (`verify --engine all`)."""
+    lines = [render_verify(r) for r in results]
+    rows = [("output", "engine", "status", "max abs", "worst/tol", "cosine", "SNR dB")]
+    for i, o in enumerate(results[0].outputs):
+        for r in results:
+            v = r.outputs[i].executor
+            m = v.metrics
+            worst = m.get("worst", {}).get("error_over_tolerance")
+            rows.append(
+                (
+                    clean(o.name, 60) or "?",
+                    r.engine,
+                    "PASS" if v.passed else "FAIL",
+                    _num(m.get("max_abs_error")),
+                    _num(worst),
+                    _num(m.get("cosine_similarity"), ".6f"),
+                    _num(m.get("snr_db"), ".1f"),
+                )
+            )
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines.append("side by side, each engine against the LiteRT CPU interpreter on the same inputs:")
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _num(x: Any, fmt: str = ".3g") -> str:
+    return "-" if x is None else format(x, fmt)
 
 
 def verdict_text(v: Verdict) -> str:
@@ -89,6 +142,12 @@ def verdict_text(v: Verdict) -> str:
         f"max abs {m['max_abs_error']:.3g}, mean abs {m['mean_abs_error']:.3g}, "
         f"max rel {m['max_rel_error']:.3g}, cosine {m['cosine_similarity']:.6f}{noise}"
     )
+    if m.get("snr_db") is not None:
+        text += f", SNR {m['snr_db']:.1f} dB"
+    if m.get("psnr_db") is not None:
+        text += f", PSNR {m['psnr_db']:.1f} dB"
+    if m.get("cannot_fail"):
+        text += f", {CANNOT_FAIL}"
     if "worst" in m and t.statistic == "max":
         text += f", worst {m['worst']['error_over_tolerance']:.3g} x its tolerance"
     if m["nonfinite_mismatch"] or m.get("nonfinite_on_both"):

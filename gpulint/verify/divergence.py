@@ -21,7 +21,7 @@ def bisect(
     req: Request,
     original: Model,
     candidate: Model,
-    device: Device,
+    device: Device | None,
     ref_in: Any,
     cand_in: Any,
     rewrite: bool,
@@ -48,6 +48,7 @@ def bisect(
         policy, precision = compare.REWRITE_PROOF, "fp32"
     else:
         expected, second = reference.run_all_tensors_with_noise(cand_path, cand_in)
+        assert device is not None, "the executor's comparison is bisected on the executor"
         got = executor_tensors(candidate, device, req, cand_in)
         quant = {t.name: t.quantization for t in candidate.subgraphs[0].tensors}
         policy, precision = compare.EXECUTOR_VS_CPU, req.precision

@@ -22,7 +22,9 @@ class Request:
     inputs: Path | None = None
     precision: str = "fp32"
     target: str = "classic"
+    engine: str = "opencl"  # what runs the candidate's GPU side (gpulint.engines)
     tolerances: dict[str, Tolerance] = field(default_factory=dict)  # by output name, or "*" for all
     bisect: bool = False
     save_reference: Path | None = None
     reference: Path | None = None
+    export_repro: Path | None = None  # with bisect: the smallest failing sub-model, its inputs and CPU outputs

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpulint.compare import PRECISION_WORDS, Tolerance, Verdict
+from gpulint.engines import gpu_op_count
 
 
 @dataclass
@@ -71,7 +72,9 @@ class VerifyResult:
     bisect: dict[str, Any] | None = None
     half_loss: dict[str, Any] | None = None  # on an executor FAIL in half: where it overflowed or lost digits
     seconds: dict[str, float] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # the runner's: ops moved to the CPU side, and why
+    warnings: list[str] = field(default_factory=list)  # the engine's: ops run elsewhere than planned, and why
+    engine: str = "opencl"  # what ran the GPU side (gpulint.engines)
+    repro: dict[str, Any] | None = None  # --export-repro: what was written
 
     @property
     def passed(self) -> bool:
@@ -79,8 +82,9 @@ class VerifyResult:
 
     @property
     def executor_ops(self) -> int:
-        """How many of the candidate's ops ran on the executor (its GPU partitions)."""
-        return sum(len(p["ops"]) for p in self.partitions if p["kind"] == "gpu")
+        """How many of the candidate's ops ran on the GPU side (the executor's partitions, or the ops
+        LiteRT's accelerator took)."""
+        return gpu_op_count(self.partitions)
 
     @property
     def status(self) -> str:
@@ -96,6 +100,7 @@ class VerifyResult:
             "model": self.model,
             "candidate": self.candidate,
             "status": self.status,
+            "engine": self.engine,
             "executor_ops": self.executor_ops,
             "device": self.device,
             "precision": self.precision,
@@ -108,6 +113,7 @@ class VerifyResult:
             "outputs": [o.to_json() for o in self.outputs],
             "attribution": self.attribution,
             "bisect": self.bisect,
+            "repro": self.repro,
             "half_precision": self.half_loss,
             "seconds": self.seconds,
             "warnings": self.warnings,

@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from gpulint import compare, reference
+from gpulint.engines import Engine, open_engine
 from gpulint.executor import Device
 from gpulint.model.ir import Model
-from gpulint.partitioned import PartitionedRunner
 from gpulint.verify.divergence import bisect
 from gpulint.verify.half import locate_half_loss
 from gpulint.verify.judge import EXECUTOR_FAULT, REWRITE_FAULT, Cpu, cpu_runs, judge_all
 from gpulint.verify.nonfinite import find_nonfinite
 from gpulint.verify.npz import load_inputs, load_reference, save_reference
+from gpulint.verify.prefix import bisect_prefixes, repro_at
 from gpulint.verify.request import Request
 from gpulint.verify.result import VerifyResult
 from gpulint.verify.twins import (
@@ -26,14 +27,13 @@ from gpulint.verify.twins import (
     cpu_reference_text,
     delegated_ops,
     gap_text,
-    gpu_side,
     half_probe_steps,
     kernels_gap,
     make_twins,
 )
 
 
-def verify(req: Request, original: Model, candidate: Model, device: Device) -> VerifyResult:
+def verify(req: Request, original: Model, candidate: Model, device: Device | None) -> VerifyResult:
     with tempfile.TemporaryDirectory(prefix="gpulint-verify-") as tmp:
         try:
             return _verify(req, original, candidate, device, tmp)
@@ -44,30 +44,31 @@ def verify(req: Request, original: Model, candidate: Model, device: Device) -> V
             raise reference.ReferenceError(text) from None
 
 
-def _verify(req: Request, original: Model, candidate: Model, device: Device, tmp: str) -> VerifyResult:
+def _verify(req: Request, original: Model, candidate: Model, device: Device | None, tmp: str) -> VerifyResult:
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
-    # The runner first: which hybrid ops the reference computes in float depends on where it runs them.
-    runner = PartitionedRunner(candidate, device, req.precision, req.target)
+    # The engine first: which hybrid ops the reference computes in float depends on where it runs them.
+    cand_path = req.candidate_path or req.model_path
+    engine = open_engine(req.engine, candidate, cand_path, req.precision, req.target, device)
     seconds["build"] = time.perf_counter() - clock
     try:
-        return _verify_with(req, original, candidate, device, tmp, runner, seconds)
+        return _verify_with(req, original, candidate, device, tmp, engine, seconds)
     finally:
-        runner.close()
+        engine.close()
 
 
 def _verify_with(
     req: Request,
     original: Model,
     candidate: Model,
-    device: Device,
+    device: Device | None,
     tmp: str,
-    runner: PartitionedRunner,
+    engine: Engine,
     seconds: dict[str, float],
 ) -> VerifyResult:
     clock = time.perf_counter()
     same_model = req.candidate_path is None and req.reference is None
-    cand_gpu = gpu_side(runner)
+    cand_gpu = engine.gpu_ops
     orig_gpu = cand_gpu if req.candidate_path is None else delegated_ops(original, req.target)
     twins = make_twins(req, original, candidate, tmp, (orig_gpu, cand_gpu))
     # The original on the CPU interpreter (or a saved run of it), then the candidate there. A
@@ -96,26 +97,18 @@ def _verify_with(
     seconds["reference"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    all_gots = [runner.run(x) for x in cand_inputs]
+    all_gots = [engine.run(x) for x in cand_inputs]
     seconds["run"] = time.perf_counter() - clock
-    parts = [
-        {
-            "kind": p.kind,
-            "ran_on": device.describe() if p.kind == "gpu" else "LiteRT CPU interpreter",
-            "ops": p.ops,
-            "summary": p.describe(candidate),
-        }
-        for p in runner.parts
-    ]
     result = VerifyResult(
         str(req.model_path),
         str(req.candidate_path or req.model_path),
-        device.info(),
+        engine.info(),
         req.precision,
         len(all_inputs),
-        parts,
+        engine.parts,
         noise_probe=cand.probe,
-        warnings=list(runner.warnings),
+        warnings=list(engine.warnings),
+        engine=engine.name,
     )
     if req.inputs is None and req.reference is None:
         result.integer_inputs = reference.integer_inputs(original)
@@ -140,16 +133,23 @@ def _verify_with(
             + ": "
             + "; ".join([t for t, bad in ((REWRITE_FAULT, rewrite), (EXECUTOR_FAULT, executor)) if bad])
         )
-        find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0], twins)
-        if executor and req.precision != "fp32":  # where the half path overflowed or lost its digits
-            run = _failing_run(result, cand.outputs, all_gots)
-            cpu_path = twins.candidate or req.candidate_path or req.model_path
-            result.half_loss = locate_half_loss(req, candidate, device, cpu_path, cand_inputs[run])
-            result.half_loss["run"] = run
-        if req.bisect:
+        if device is not None:  # the executor keeps every tensor: the diagnoses read inside one run
+            find_nonfinite(req, original, candidate, device, result, all_inputs[0], cand_inputs[0], twins)
+            if executor and req.precision != "fp32":  # where the half path overflowed or lost its digits
+                run = _failing_run(result, cand.outputs, all_gots)
+                cpu_path = twins.candidate or req.candidate_path or req.model_path
+                result.half_loss = locate_half_loss(req, candidate, device, cpu_path, cand_inputs[run])
+                result.half_loss["run"] = run
+        cpu_path = twins.candidate or req.candidate_path or req.model_path
+        if req.bisect and (rewrite or device is not None):
             result.bisect = bisect(
                 req, original, candidate, device, all_inputs[0], cand_inputs[0], rewrite, twins, result
             )
+            at = result.bisect.get("op_index")
+            if req.export_repro is not None and not rewrite and at is not None:
+                result.repro = repro_at(req, candidate, cpu_path, cand_inputs[0], tmp, device, at)
+        elif req.bisect:  # an engine that keeps no intermediates: prefixes of the graph, each run whole
+            result.bisect, result.repro = bisect_prefixes(req, candidate, cpu_path, cand_inputs[0], tmp)
         seconds["diagnose"] = time.perf_counter() - clock
     result.seconds = {k: round(v, 3) for k, v in seconds.items()}
     return result

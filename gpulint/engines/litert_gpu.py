@@ -1,0 +1,289 @@
+"""The litert-gpu engine: the model run by LiteRT's own GPU accelerator, the `CompiledModel` GPU
+path phones get with LiteRT 2.x (ML Drift; in the ai-edge-litert wheel on WebGPU through Dawn:
+Vulkan on a workstation's GPU, Mesa's lavapipe on a machine without one).
+
+The accelerator runs in a child process (litert_child.py): it aborts the process on some graphs,
+and that must end one verification with a sentence, not gpulint. Precision, from ML Drift's
+source and measured (README "verify on LiteRT's GPU accelerator"): `enforce_f32` computes in
+float (gpulint's fp32); its default computes in half, products and the conv/FC sums included
+(the delegate's F16, gpulint's fp16), with MEAN and SOFTMAX in float. It has no F32_F16 mode.
+
+What ran where comes from the accelerator's log, the only place it says so: "N operations will
+run on the GPU, and the remaining M operations will run on the CPU", the unsupported-op list, or
+the interpreter's refusal of the whole graph (a dynamic-sized tensor). The log names no op
+indices: the partitions shown are check's plan for `--target litert-gpu` where the counts agree,
+and where they do not the run says so (the count in the log wins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpulint.engines.base import EngineError, EngineUnavailable, part_json, plan_parts
+from gpulint.executor.device import cache_dir
+from gpulint.model.ir import Model
+from gpulint.text import clean
+
+NAME = "litert-gpu"
+TARGET = "litert-gpu"  # check's rules for this runtime
+# A step (compile, one run) may take this long: the first run on lavapipe compiles every shader,
+# 8-65 s a model with an empty Mesa cache, 113 s measured under load. A hang ends here.
+STEP_LIMIT = 600.0
+PRECISIONS = {"fp32": True, "fp16": False}  # gpulint's name -> enforce_f32
+CHILD = "gpulint.engines.litert_child"  # the module the child runs (a test puts a crashing one here)
+
+RE_SUMMARY = re.compile(
+    r"(?:(\d+) operations will run on the GPU, and the remaining (\d+) operations"
+    r"|No operations will run on the GPU, and all (\d+) operations)"
+)
+RE_ADAPTER = re.compile(r"Selected adapter: (.*?), arch=.*?vendor=(\S*?), backend=(\w+)")
+UNSUPPORTED = "Following operations are not supported by GPU delegate"
+REFUSAL = "Attempting to use a delegate that only supports static-sized tensors"
+NO_ADAPTER = ("Failed to initialize WebGPU environment", "No adapters found", "VK_ERROR_INCOMPATIBLE_DRIVER")
+
+
+def mesa_cache() -> Path:
+    """Mesa's shader cache, inside gpulint's cache folder: a CI job that keeps one folder keeps
+    both (the first run of a model on lavapipe is mostly shader compilation)."""
+    return cache_dir() / "mesa"
+
+
+class LiteRtGpuEngine:
+    """`LiteRtGpuEngine(model, path, precision).run(inputs)` -> the outputs of the main subgraph."""
+
+    name = NAME
+
+    def __init__(self, model: Model, path: Path, precision: str) -> None:
+        if precision not in PRECISIONS:
+            raise EngineError(
+                f"LiteRT's GPU accelerator has no {precision} mode: it computes in float with enforce_f32 "
+                "(--precision fp32) and in half otherwise (--precision fp16)"
+            )
+        self.model = model
+        self.precision = precision
+        self.warnings: list[str] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-litert-")
+        self._log_path = Path(self._tmp.name, "log.txt")
+        self._log = self._log_path.open("w+b")
+        env = dict(os.environ)
+        env.setdefault("MESA_SHADER_CACHE_DIR", str(mesa_cache()))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", CHILD, str(path), "1" if PRECISIONS[precision] else "0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
+        )
+        self._runs = 0
+        try:
+            answer = self._answer("compile")
+            if not answer.startswith("@@COMPILED "):
+                raise self._failure(answer)
+            self._signature = json.loads(answer.removeprefix("@@COMPILED "))
+            self._placement()
+        except BaseException:
+            self.close()
+            raise
+
+    # What the accelerator said about itself and the graph -------------------------------------
+
+    def log(self) -> str:
+        return self._log_path.read_bytes().decode(errors="replace")
+
+    def info(self) -> dict[str, str]:
+        found = RE_ADAPTER.search(self.log())
+        name = found.group(1) if found else "WebGPU adapter (not named in the log)"
+        driver = f"WebGPU on {found.group(3)} ({found.group(2)})" if found else "WebGPU"
+        mode = "enforce_f32" if PRECISIONS[self.precision] else "its default half precision"
+        return {
+            "name": clean(name, 200) or "?",
+            "driver": clean(driver, 200) or "?",
+            "why": f"LiteRT's GPU accelerator (ai-edge-litert {_litert_version()}, ML Drift), {mode}",
+        }
+
+    def _placement(self) -> None:
+        log = self.log()
+        sg = self.model.subgraphs[0]
+        total = len(sg.operators)
+        plan, plan_gpu = plan_parts(self.model, TARGET)
+        if REFUSAL in log:
+            taken = 0
+            self.warnings.append(
+                "the interpreter refused the accelerator for the whole graph (a dynamic-sized tensor): "
+                "every op ran on the CPU"
+            )
+        elif (m := RE_SUMMARY.search(log)) is not None:
+            taken = int(m.group(1)) if m.group(1) is not None else 0
+        else:
+            taken = total  # no summary: the accelerator took the whole graph
+        self.unsupported = _unsupported(log)
+        self.gpu_op_count = taken
+        where = f"LiteRT GPU accelerator: {self.info()['name']}"
+        if taken == len(plan_gpu):
+            self.parts = [part_json(self.model, kind, ops, where if kind == "gpu" else CPU_WHERE) for kind, ops in plan]
+            self.gpu_ops = set(plan_gpu)
+            return
+        if taken == 0 or taken == total:
+            kind = "gpu" if taken else "cpu"
+            self.parts = [part_json(self.model, kind, list(range(total)), where if taken else CPU_WHERE)]
+            self.gpu_ops = set(range(total)) if taken else set()
+        else:  # the log names no indices: the counts alone, and the disagreement said
+            refused = f"{total - taken} ops"
+            refused += f" (refused: {'; '.join(self.unsupported)})" if self.unsupported else ""
+            self.parts = [
+                {"kind": "gpu", "ran_on": where, "ops": [], "op_count": taken, "summary": f"{taken} ops"},
+                {"kind": "cpu", "ran_on": CPU_WHERE, "ops": [], "op_count": total - taken, "summary": refused},
+            ]
+            self.gpu_ops = set(plan_gpu)
+        self.warnings.append(
+            f"the accelerator took {taken} of {total} ops where `gpulint check --target {TARGET}` plans "
+            f"{len(plan_gpu)}: its log is right about this run"
+            + (f" (it refused: {'; '.join(self.unsupported)})" if self.unsupported else "")
+        )
+
+    # Running ------------------------------------------------------------------------------------
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        src, dst = Path(self._tmp.name, f"in{self._runs}.npz"), Path(self._tmp.name, f"out{self._runs}.npz")
+        self._runs += 1
+        order = self._input_order()
+        np.savez(src, *[np.ascontiguousarray(inputs[i]) for i in order])
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(f"{src} {dst}\n")
+            self._proc.stdin.flush()
+        except OSError:
+            pass  # the child is gone: _answer says how
+        answer = self._answer("run")
+        if answer != "@@DONE":
+            raise self._failure(answer)
+        with np.load(dst) as z:
+            got = [z[f"arr_{i}"] for i in range(len(z.files))]
+        return [got[i] for i in self._output_order()]
+
+    def _input_order(self) -> list[int]:
+        """For each of the signature's inputs, the position of its tensor among the subgraph's inputs."""
+        return _positions(self.model, self._signature["inputs"], "inputs")
+
+    def _output_order(self) -> list[int]:
+        """For each of the subgraph's outputs, its position among the signature's outputs."""
+        sig_pos = _positions(self.model, self._signature["outputs"], "outputs")
+        return [sig_pos.index(k) for k in range(len(sig_pos))]
+
+    def _answer(self, step: str) -> str:
+        """The child's next line, or its end: a crash, a hang past STEP_LIMIT."""
+        assert self._proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self._proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + STEP_LIMIT
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._proc.kill()
+                raise EngineError(f"LiteRT's GPU accelerator did not finish its {step} within {STEP_LIMIT:.0f} s")
+            if sel.select(timeout=min(left, 5.0)):
+                line = self._proc.stdout.readline()
+                if line.startswith("@@") or not line:
+                    return line.rstrip("\n")
+
+    def _failure(self, answer: str) -> Exception:
+        """The sentence for a child that answered an error, or ended."""
+        log = self.log()
+        if any(words in log for words in NO_ADAPTER):
+            return EngineUnavailable(
+                "LiteRT's GPU accelerator found no WebGPU adapter: it needs a Vulkan driver (a GPU's, or Mesa >= 24 "
+                "lavapipe on a machine without one: `make oracle-webgpu`); --engine opencl runs without one"
+            )
+        if answer.startswith("@@ERROR "):
+            return EngineError(f"LiteRT's GPU accelerator failed: {clean(answer.removeprefix('@@ERROR '), 500)}")
+        code = self._proc.wait()
+        if code < 0:
+            last = _last_error(log)
+            return EngineError(
+                f"LiteRT's GPU accelerator crashed ({signal.Signals(-code).name})" + (f": {last}" if last else "")
+            )
+        return EngineError(f"LiteRT's GPU accelerator ended (exit {code}): {_last_error(log) or 'no message'}")
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        self._log.close()
+        self._tmp.cleanup()
+
+
+CPU_WHERE = "LiteRT CPU (the accelerator's fallback)"
+
+
+def _positions(model: Model, names: list[str], which: str) -> list[int]:
+    """The position among the subgraph's inputs (or outputs) of each signature name: through the
+    model's signature def where it has one, else by tensor name (LiteRT's placeholder signature)."""
+    sg = model.subgraphs[0]
+    listed = sg.inputs if which == "inputs" else sg.outputs
+    by_key: dict[str, int] = {}
+    for sd in model.signature_defs or []:
+        if sd.subgraph_index == 0:
+            for tm in sd.inputs if which == "inputs" else sd.outputs:
+                if tm.name is not None:
+                    by_key[tm.name] = tm.tensor_index
+    by_name = {sg.tensors[t].name: t for t in listed}
+    out = []
+    for name in names:
+        t = by_key.get(name, by_name.get(name))
+        if t is None or t not in listed:
+            raise EngineError(f"the accelerator's signature names {which[:-1]} {name!r}, which the model does not list")
+        out.append(listed.index(t))
+    if sorted(out) != list(range(len(listed))):
+        raise EngineError(f"the accelerator's signature does not list the model's {which} one to one")
+    return out
+
+
+def _unsupported(log: str) -> list[str]:
+    """ "OP: reason" lines of the accelerator's unsupported-op list."""
+    lines = log.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if UNSUPPORTED in line:
+            for nxt in lines[i + 1 :]:
+                if RE_SUMMARY.search(nxt) or re.match(r"^(INFO|ERROR|WARNING|VERBOSE): |^[IWEF]\d{4} ", nxt):
+                    break
+                if nxt.strip():
+                    out.append(clean(nxt.strip(), 300) or "?")
+    return list(dict.fromkeys(out))
+
+
+def _last_error(log: str) -> str:
+    """The accelerator's last error line (its own words), if it wrote one."""
+    for line in reversed(log.splitlines()):
+        s = line.strip()
+        if re.match(r"^(E\d{4}|F\d{4}|ERROR:|Check failed|terminate called|RuntimeError)", s) or "Check failed" in s:
+            return clean(re.sub(r"^[EF]\d{4} [\d:. ]+\d+ ", "", s), 300) or ""
+    return ""
+
+
+def _litert_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ai-edge-litert")
+    except PackageNotFoundError:
+        return "?"
