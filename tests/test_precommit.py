@@ -2,6 +2,7 @@
 
 pre-commit installs gpulint from this checkout into its own virtualenv (pip, from the
 package index or pip's cache), so this test is slow the first time (~15 s with a warm cache).
+That virtualenv is the light install: no OpenCL executor, no LiteRT runtime (#40 item 7).
 """
 
 from __future__ import annotations
@@ -21,12 +22,37 @@ from gpulint.sample import sample_model
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def hook_repository(dst: Path, git: list[str]) -> str:
+    """The checkout as pre-commit sees a hook repository: its hook manifest and the package's sources
+    (as they are in the work tree, as `pre-commit try-repo` takes them) committed in a repository
+    of their own; the commit's SHA. pre-commit's store then keeps the environment it installs."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", ".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "LICENSE", "gpulint"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        src = ROOT / name.decode()
+        if src.is_file():
+            (dst / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / name.decode())
+    subprocess.run([*git, "init", "-q"], cwd=dst, check=True)
+    subprocess.run([*git, "add", "."], cwd=dst, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "hooks"], cwd=dst, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=dst, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="the checkout is not a git repository")
 def test_hook_runs_under_pre_commit(tmp_path: Path) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    hooks = tmp_path / "hooks"
+    sha = hook_repository(hooks, git)
     repo = tmp_path / "app"
     repo.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
     write(sample_model(), repo / "bad.tflite")
     mb = ModelBuilder()
@@ -35,11 +61,14 @@ def test_hook_runs_under_pre_commit(tmp_path: Path) -> None:
     g.output(g.op("RELU", [x], [1, 8, 8, 4]))
     write(mb.build(), repo / "good.tflite")
     (repo / "README.md").write_text("not a model\n")
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hooks}\n    rev: {sha}\n    hooks:\n      - id: gpulint-check\n"
+    )
     subprocess.run([*git, "add", "."], cwd=repo, check=True)
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
 
     def hook(*files: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "gpulint-check", "--files", *files]
+        cmd = [sys.executable, "-m", "pre_commit", "run", "--files", *files]
         return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
 
     good = hook("good.tflite", "README.md")
@@ -49,6 +78,11 @@ def test_hook_runs_under_pre_commit(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "Failed" in bad.stdout
     assert "bad.tflite: GPU101 [error] `SPACE_TO_BATCH_ND` has no GPU delegate implementation" in bad.stdout
+    # the hook's environment: gpulint and check's dependencies, not the verify extra's packages
+    (site,) = Path(env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*/lib/python*/site-packages")
+    installed = {p.name.lower() for p in site.iterdir()}
+    assert "gpulint" in installed and "numpy" in installed
+    assert not installed & {"pyopencl", "ai_edge_litert", "pocl_binary_distribution", "pydantic"}, sorted(installed)
 
 
 def readme_config() -> str:
