@@ -96,6 +96,30 @@ def test_a_corpus_model_passes_on_the_accelerator(precision: str) -> None:
 
 
 @needs_accelerator
+@pytest.mark.parametrize(
+    ("name", "precision"), [("deeplab_like_65_f32.tflite", "fp16"), ("transformer_block_32x48_f32.tflite", "fp16")]
+)
+def test_tfconv_models_pass_on_the_accelerator_in_half(name: str, precision: str) -> None:
+    """deeplab_like_65 is the model whose RESIZE_BILINEAR the accelerator samples at half
+    coordinates: 1.9 x the fp16 tolerance before it was recalibrated on the real runtime."""
+    proc = verify(str(corpus_file(name)), "--engine", "litert-gpu", "--precision", precision, "--runs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@needs_accelerator
+def test_a_runtime_defect_fails_and_the_placement_says_why() -> None:
+    """pose_detection's sparse (DENSIFY) weights: LiteRT 2.3's accelerator refuses DENSIFY and its
+    DEQUANTIZE, runs the rest with CPU fallback and gets the outputs wrong (hundreds off) where
+    the CPU is exact. A true FAIL, at fp32; the log's placement beats check's plan and says so."""
+    proc = verify(str(corpus_file("pose_detection.tflite")), "--engine", "litert-gpu", "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "FAIL" and 0 < out["executor_ops"] < 291
+    assert any("DENSIFY" in w and "its log is right" in w for w in out["warnings"]), out["warnings"]
+    assert max(o["executor"]["max_abs_error"] for o in out["outputs"]) > 10
+
+
+@needs_accelerator
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_mutants_beyond_tolerance_fail_on_the_accelerator(tmp_path: Path, precision: str) -> None:
     """Each weight mutation whose effect on the CPU is beyond the executor-vs-CPU tolerance at

@@ -207,7 +207,14 @@ class LiteRtGpuEngine:
                 "lavapipe on a machine without one: `make oracle-webgpu`); --engine opencl runs without one"
             )
         if answer.startswith("@@ERROR "):
-            return EngineError(f"LiteRT's GPU accelerator failed: {clean(answer.removeprefix('@@ERROR '), 500)}")
+            words = re.sub(r"(ERROR|WARNING): \[[^\]]*\]|└", " ", answer.removeprefix("@@ERROR "))
+            words = " ".join(words.split()) or "no message"
+            if REFUSAL in log:  # CompiledModel has no CPU fallback for a graph the interpreter refuses
+                words += (
+                    ": the interpreter refused the accelerator for the whole graph (a dynamic-sized tensor), which "
+                    "fails the compile; `gpulint fix --input-shape` makes the shapes static"
+                )
+            return EngineError(f"LiteRT's GPU accelerator failed: {clean(words, 600)}")
         code = self._proc.wait()
         if code < 0:
             last = _last_error(log)
