@@ -8,7 +8,6 @@ own settings) so that a bad one is one clear error before any model is read.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,8 @@ def find_config(start: Path) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # only where a configuration file is there to read
+
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpulint.model.ir import Model
-from gpulint.passes import rgba_input
 from gpulint.rules.detectors.registry import Hit, ModelView, SubgraphView, detector
 from gpulint.rules.signature import TensorSpec
 
@@ -14,7 +13,10 @@ from gpulint.rules.signature import TensorSpec
 @detector("GPU302", "input")
 def rgb_input(v: SubgraphView, t: TensorSpec) -> Iterator[Hit]:
     if t.rank == 4 and t.shape[3] == 3 and t.dtype in ("FLOAT32", "FLOAT16", "UINT8", "INT8"):
-        # The fix is offered only where the pass would apply: one predicate for both.
+        # The fix is offered only where the pass would apply: one predicate for both. The pass (and
+        # the model editing it pulls in) is imported only for a model with an RGB input.
+        from gpulint.passes import rgba_input
+
         fixable = not rgba_input.refusal(v.graph.model, v.graph.subgraph, t.index)
         yield Hit({"tensor": t.name, "shape": list(t.shape)}, fix=fixable)
 
