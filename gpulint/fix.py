@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +73,7 @@ def select_passes(names: list[str] | None, unsafe: bool) -> list[Pass]:
         if risky:
             raise FixError(f"{', '.join(risky)} changes the interface or precision; add --unsafe-fixes to run it")
         return [p for p in passes.values() if p.name in names]
-    return [p for p in passes.values() if p.safe or unsafe]
+    return [p for p in passes.values() if (p.safe and not p.opt_in) or unsafe]
 
 
 def tensor_count(model: Model) -> int:
@@ -118,10 +118,10 @@ def _run(
 
 
 def unsafe_candidates(model: Model) -> list[str]:
-    """The unsafe passes that would change `model` (for "N unsafe passes would apply")."""
+    """The unsafe and opt-in passes that would change `model` (for "N unsafe passes would apply")."""
     names = []
     for p in registry().values():
-        if p.safe:
+        if p.safe and not p.opt_in:
             continue
         try:
             if p.run(clone(model), PassOptions()).changes:
@@ -152,9 +152,19 @@ def _mismatch(model: Model, ref: reference.Noisy, got: list[np.ndarray], precise
 
 
 def fix_model(
-    path: Path, original: Model, passes: list[Pass], options: PassOptions, verify: bool = True, seed: int = 0
+    path: Path,
+    original: Model,
+    passes: list[Pass],
+    options: PassOptions,
+    verify: bool = True,
+    seed: int = 0,
+    inputs: list[np.ndarray] | None = None,
 ) -> tuple[Model, FixReport]:
-    """The rewritten model and what happened. `path` is the original's file, for the interpreter."""
+    """The rewritten model and what happened. `path` is the original's file, for the interpreter.
+
+    `inputs` (`fix --inputs`): calibration inputs. The half-precision passes read how large each
+    tensor gets on them (one run of the original on the CPU interpreter), and the proof runs on
+    them instead of seeded random inputs."""
     report = FixReport(ops_before=op_histogram(original), tensors_before=tensor_count(original))
     disabled: set[str] = set()
     shaped = original
@@ -169,8 +179,11 @@ def fix_model(
         for t in shaped.subgraphs[0].tensors:
             if t.name in given:
                 t.shape = list(given[t.name])
+    if inputs is not None:
+        options = replace(options, calibration=calibrate(path, inputs))
     try:
-        inputs = reference.random_inputs(shaped, seed) if verify else []
+        if inputs is None:
+            inputs = reference.random_inputs(shaped, seed) if verify else []
     except reference.ReferenceError as e:
         raise FixError(f"cannot prove the passes: {e}") from None
     while True:
@@ -200,6 +213,19 @@ def fix_model(
     report.ops_after = op_histogram(final)
     report.tensors_after = tensor_count(final)
     return final, report
+
+
+def calibrate(path: Path, inputs: list[np.ndarray]) -> tuple[tuple[str, float], ...]:
+    """Each float tensor's largest |value| when the original runs on `inputs` (CPU interpreter)."""
+    try:
+        tensors = reference.run_all_tensors(path, inputs)
+    except reference.ReferenceError as e:
+        raise FixError(f"the LiteRT interpreter cannot run the original on the calibration inputs: {e}") from None
+    return tuple(
+        (name, float(np.max(np.abs(v), initial=0.0)))
+        for name, v in tensors.items()
+        if v.dtype == np.float32 and np.all(np.isfinite(v))
+    )
 
 
 def _run_all(

@@ -15,6 +15,8 @@ from gpulint.cli.common import EXIT_FINDINGS, fail, split_csv, user_errors
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    import numpy as np
+
     from gpulint.check import FileResult
     from gpulint.model import Model
     from gpulint.settings import Settings
@@ -26,12 +28,26 @@ def fix(
     passes: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only these passes (comma-separated). Safe: static-shapes, densify-constants, dequantize-constants, "
-            "remove-identity, fold-atrous, fuse-activations, pad-channels; unsafe: rgba-input, quantized-to-float "
-            "(`gpulint fix` README table: what each does)."
+            help="Only these passes (comma-separated). Safe (keep the interface and every output within fp32 "
+            "rounding): static-shapes, densify-constants, dequantize-constants, remove-identity, fold-atrous, "
+            "fuse-activations, pad-channels; unsafe: rgba-input (changes the interface), quantized-to-float "
+            "(changes the precision). Opt-in, for half precision (safe: exact in exact arithmetic, outputs within "
+            "fp32 rounding; run when named or with --unsafe-fixes): stable-softmax (max subtracted before EXP), "
+            "scaled-variance (squares of values scaled by 2^-k, undone after the root; k from --inputs or the "
+            "graph's bounds), split-reduction (a long SUM/MEAN in two levels whose partial sums stay in half's "
+            "range). `gpulint fix` README table: what each does."
         ),
     ] = None,
-    unsafe_fixes: Annotated[bool, typer.Option(help="Also run passes that change the interface or precision.")] = False,
+    unsafe_fixes: Annotated[
+        bool, typer.Option(help="Also run passes that change the interface or precision, and the opt-in ones.")
+    ] = False,
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Calibration inputs (.npz, by input name or arr_0...): the half-precision passes size their "
+            "scales from the values the original reaches on them, and the proof runs on them."
+        ),
+    ] = None,
     keep_fp16: Annotated[
         bool,
         typer.Option(
@@ -89,7 +105,8 @@ def fix(
             shapes = tuple(parse_input_shape(s) for s in input_shape or [])
         pin = bool(shapes) or "static-shapes" in split_csv(passes)
         options = PassOptions(keep_fp16=keep_fp16, input_shapes=shapes, pin_shapes=pin)
-        fixed, report = fix_model(Path(path), model, chosen, options, verify=not skip_proof)
+        given = _load_inputs(inputs, model) if inputs is not None else None
+        fixed, report = fix_model(Path(path), model, chosen, options, verify=not skip_proof, inputs=given)
 
     hidden = unsafe_candidates(fixed) if not unsafe_fixes and not passes else []
     checked = _check_both(model, fixed, path, settings) if diff or html is not None else None
@@ -109,6 +126,16 @@ def fix(
     if dry_run or output is None:
         return
     _write_fixed(path, output, fixed, report.changed)
+
+
+def _load_inputs(path: Path, model: Model) -> list[np.ndarray]:
+    from gpulint.verify.npz import load_inputs
+    from gpulint.verify.request import VerifyError
+
+    try:
+        return load_inputs(path, model)
+    except VerifyError as e:
+        fail(None, str(e))
 
 
 def _check_both(model: Model, fixed: Model, path: str, settings: Settings) -> tuple[FileResult, FileResult]:

@@ -17,12 +17,20 @@ if TYPE_CHECKING:
 
 
 def render_fix(path: str, report: FixReport, unsafe: list[str], diff: str | None = None) -> str:
-    """`unsafe`: the unsafe passes that would change the fixed model (--unsafe-fixes)."""
+    """`unsafe`: the unsafe and opt-in passes that would change the fixed model (--unsafe-fixes)."""
     lines = [f"{path}: {a.name}: {clean(change, 400)}" for a in report.applied for change in a.changes]
     lines += [f"{path}: {clean(line, 400)}" for line in report.rejected]
     lines += [f"{path}: left alone by {clean(line, 400)}" for line in report.skipped]
-    if unsafe:
-        lines.append(f"{path}: {len(unsafe)} unsafe pass(es) would apply: {', '.join(unsafe)} (--unsafe-fixes)")
+    from gpulint.passes import registry
+
+    passes = registry()
+    risky = [n for n in unsafe if n not in passes or not passes[n].safe]
+    opt_in = [n for n in unsafe if n not in risky]
+    if risky:
+        lines.append(f"{path}: {len(risky)} unsafe pass(es) would apply: {', '.join(risky)} (--unsafe-fixes)")
+    if opt_in:
+        names = ", ".join(opt_in)
+        lines.append(f"{path}: {len(opt_in)} opt-in pass(es) for half precision would apply: {names} (--passes NAME)")
     if diff is not None:
         lines.append(diff)
     if report.verified and report.applied:

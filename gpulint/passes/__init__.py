@@ -3,7 +3,9 @@
 A pass changes the IR in place and returns a PassResult: one line per change it made (none
 when it found nothing to do, so the pipeline can run passes to a fixed point) and one per
 candidate it left alone, with the reason. Safe passes keep the model's interface and its outputs within fp32 rounding;
-unsafe ones change the interface or the precision and run only with --unsafe-fixes.
+unsafe ones change the interface or the precision and run only with --unsafe-fixes. Opt-in
+passes are safe (held to the same fp32 proof) but run only when named (--passes) or with
+--unsafe-fixes: the half-precision passes, which add ops whose gain shows only in half.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class PassOptions:
     # static-shapes: pin -1 input dims even when the interpreter does not refuse the graph
     # (by default the pass leaves the interface alone unless the graph is refused).
     pin_shapes: bool = False
+    # The half-precision passes: tensor name -> the largest |value| it held on the calibration
+    # inputs (`gpulint fix --inputs X.npz`, measured on the CPU interpreter).
+    calibration: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass
@@ -38,6 +43,17 @@ class Pass:
     safe: bool
     summary: str
     run: Callable[[Model, PassOptions], PassResult]
+    opt_in: bool = False  # safe, but run only when named or with --unsafe-fixes
+    preserves: str = ""  # what the rewritten model keeps (default: by `safe`, see `preserved`)
+
+
+def preserved(p: Pass) -> str:
+    """What a pass keeps of the model, for `fix --help`, the pass list and the README."""
+    if p.preserves:
+        return p.preserves
+    if p.safe:
+        return "the interface; every output within fp32 rounding"
+    return "what the model computes; not its interface or its precision"
 
 
 def registry() -> dict[str, Pass]:
@@ -51,6 +67,7 @@ def registry() -> dict[str, Pass]:
         quantized_to_float,
         remove_identity,
         rgba_input,
+        stable_softmax,
         static_shapes,
     )
 
@@ -64,5 +81,6 @@ def registry() -> dict[str, Pass]:
         pad_channels.PASS,
         rgba_input.PASS,
         quantized_to_float.PASS,
+        stable_softmax.PASS,
     ]
     return {p.name: p for p in passes}
