@@ -67,6 +67,7 @@ def registry() -> dict[str, Pass]:
         quantized_to_float,
         remove_identity,
         rgba_input,
+        scaled_variance,
         stable_softmax,
         static_shapes,
     )
@@ -82,5 +83,6 @@ def registry() -> dict[str, Pass]:
         rgba_input.PASS,
         quantized_to_float.PASS,
         stable_softmax.PASS,
+        scaled_variance.PASS,
     ]
     return {p.name: p for p in passes}
