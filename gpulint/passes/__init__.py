@@ -68,6 +68,7 @@ def registry() -> dict[str, Pass]:
         remove_identity,
         rgba_input,
         scaled_variance,
+        split_reduction,
         stable_softmax,
         static_shapes,
     )
@@ -84,5 +85,6 @@ def registry() -> dict[str, Pass]:
         quantized_to_float.PASS,
         stable_softmax.PASS,
         scaled_variance.PASS,
+        split_reduction.PASS,
     ]
     return {p.name: p for p in passes}
