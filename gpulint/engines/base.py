@@ -10,7 +10,6 @@ import numpy as np
 
 from gpulint.model.ir import Model
 from gpulint.partitioned import main_plan
-from gpulint.passes.edit import consumers
 from gpulint.text import clean
 
 
@@ -53,16 +52,7 @@ def plan_parts(model: Model, target: str) -> tuple[list[tuple[str, list[int]]], 
             groups.append((kind, sorted(p.ops)))
     if not groups and model.subgraphs[0].operators:
         groups = [("cpu", list(range(len(model.subgraphs[0].operators))))]
-    gpu = {i for p in plan.partitions if p.delegated for i in p.ops}
-    # Ops in no partition are constant ops the delegate folds into what reads them (a DEQUANTIZE
-    # of fp16 weights): the runtime counts them among its own nodes where a GPU op reads them.
-    sg = model.subgraphs[0]
-    placed = {i for p in plan.partitions for i in p.ops}
-    readers = consumers(sg)
-    for i, op in enumerate(sg.operators):
-        if i not in placed and all(j in gpu for t in op.outputs for j in readers.get(t, [])):
-            gpu.add(i)
-    return groups, sorted(gpu)
+    return groups, sorted(i for p in plan.partitions if p.delegated for i in p.ops)
 
 
 def part_json(model: Model, kind: str, ops: list[int], ran_on: str) -> dict[str, Any]:

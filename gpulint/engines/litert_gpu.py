@@ -115,11 +115,14 @@ class LiteRtGpuEngine:
 
     def _placement(self) -> None:
         log = self.log()
-        sg = self.model.subgraphs[0]
-        total = len(sg.operators)
+        total = len(self.model.subgraphs[0].operators)
         plan, plan_gpu = plan_parts(self.model, TARGET)
+        # Ops in no partition of check's plan: constants the delegate folds (a DEQUANTIZE of fp16
+        # weights). The accelerator's summary line does not count them; where it takes the whole
+        # graph it writes no summary, and they are part of the whole.
+        loose = total - sum(len(ops) for _, ops in plan)
         if REFUSAL in log:
-            taken = 0
+            taken: int | None = 0
             self.warnings.append(
                 "the interpreter refused the accelerator for the whole graph (a dynamic-sized tensor): "
                 "every op ran on the CPU"
@@ -127,30 +130,32 @@ class LiteRtGpuEngine:
         elif (m := RE_SUMMARY.search(log)) is not None:
             taken = int(m.group(1)) if m.group(1) is not None else 0
         else:
-            taken = total  # no summary: the accelerator took the whole graph
+            taken = None  # no summary: the accelerator took the whole graph
         self.unsupported = _unsupported(log)
-        self.gpu_op_count = taken
+        self.gpu_op_count = total if taken is None else taken
         where = f"LiteRT GPU accelerator: {self.info()['name']}"
-        if taken == len(plan_gpu):
+        agrees = len(plan_gpu) + loose == total if taken is None else taken == len(plan_gpu)
+        if agrees:
             self.parts = [part_json(self.model, kind, ops, where if kind == "gpu" else CPU_WHERE) for kind, ops in plan]
-            self.gpu_ops = set(plan_gpu)
+            self.gpu_ops = set(range(total)) if taken is None else set(plan_gpu)
             return
-        if taken == 0 or taken == total:
-            kind = "gpu" if taken else "cpu"
-            self.parts = [part_json(self.model, kind, list(range(total)), where if taken else CPU_WHERE)]
-            self.gpu_ops = set(range(total)) if taken else set()
-        else:  # the log names no indices: the counts alone, and the disagreement said
-            refused = f"{total - taken} ops"
+        shown = "the whole graph" if taken is None else f"{taken} of {total - loose} ops"
+        if not taken:  # the whole graph one way or the other: every index is known
+            kind = "gpu" if taken is None else "cpu"
+            self.parts = [part_json(self.model, kind, list(range(total)), where if kind == "gpu" else CPU_WHERE)]
+            self.gpu_ops = set(range(total)) if taken is None else set()
+        else:  # the log names no indices: the counts alone
+            refused = f"{total - loose - taken} ops"
             refused += f" (refused: {'; '.join(self.unsupported)})" if self.unsupported else ""
             self.parts = [
                 {"kind": "gpu", "ran_on": where, "ops": [], "op_count": taken, "summary": f"{taken} ops"},
-                {"kind": "cpu", "ran_on": CPU_WHERE, "ops": [], "op_count": total - taken, "summary": refused},
+                {"kind": "cpu", "ran_on": CPU_WHERE, "ops": [], "op_count": total - loose - taken, "summary": refused},
             ]
             self.gpu_ops = set(plan_gpu)
+        why = f" (it refused: {'; '.join(self.unsupported)})" if self.unsupported else ""
         self.warnings.append(
-            f"the accelerator took {taken} of {total} ops where `gpulint check --target {TARGET}` plans "
-            f"{len(plan_gpu)}: its log is right about this run"
-            + (f" (it refused: {'; '.join(self.unsupported)})" if self.unsupported else "")
+            f"the accelerator took {shown} where `gpulint check --target {TARGET}` plans {len(plan_gpu)}: its "
+            f"log is right about this run{why}"
         )
 
     # Running ------------------------------------------------------------------------------------
