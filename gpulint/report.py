@@ -306,32 +306,90 @@ def model_section(
         "fix": fix_view,
         "error": None,
         "fix_error": clean(fix_error, 1000) if fix_error else None,  # why there is no fix preview
-        "verify_error": None,  # why `report --verify` could not verify it
-        "verify": None,  # filled in by `gpulint report --verify`
+        "verify": None,  # filled in by `gpulint report --verify`: verify_view
         "description": clean(model.description, 200),
     }
 
 
+def _num(x: Any, fmt: str = ".3g") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _output_row(o: dict[str, Any]) -> dict[str, Any]:
+    """One output of a verification as the page shows it: the engine's comparison against the CPU
+    (the `executor` verdict of VerifyResult's JSON, whichever engine ran), its numbers formatted."""
+    v = o["executor"]
+    worst = (v.get("worst") or {}).get("error_over_tolerance")
+    return {
+        "name": clean(o["name"], 200),
+        "status": o["status"],
+        "engine_status": v["status"],
+        "finite": v.get("max_abs_error") is not None,
+        "max_abs": _num(v.get("max_abs_error")),
+        "atol": _num(v.get("atol")),
+        "worst": _num(worst),
+        "mean_abs": _num(v.get("mean_abs_error")),
+        "cosine": _num(v.get("cosine_similarity"), ".6f"),
+        "snr": _num(v.get("snr_db"), ".1f"),
+    }
+
+
+def verify_view(runs: list[tuple[str, dict[str, Any] | None, str | None]]) -> dict[str, Any]:
+    """`report --verify` on one model: per engine (name, VerifyResult.to_json() or None, why it
+    could not run) the result as `gpulint verify` gives it, and with several engines the side-by-side
+    rows `verify --engine all` prints: per engine its status, device and precision, per output each
+    engine's max abs error, worst/tolerance, cosine and SNR against the same CPU reference."""
+    from gpulint.output.verify import ENGINE_WORDS
+
+    engines: list[dict[str, Any]] = []
+    rows: dict[str, list[dict[str, Any]]] = {}  # per output name, each engine's row
+    for name, result, error in runs:
+        outputs = [_output_row(o) for o in result["outputs"]] if result is not None else []
+        engines.append(
+            {
+                "engine": name,
+                "words": ENGINE_WORDS.get(name, name),
+                "result": result,
+                "outputs": outputs,
+                "warnings": [clean(w, 500) for w in result["warnings"]] if result is not None else [],
+                "error": (clean(error, 1000) or "?") if result is None else None,
+            }
+        )
+        for o in outputs:
+            rows.setdefault(o["name"], []).append({"engine": name, **o})
+    outputs = [row for per_engine in rows.values() for row in per_engine] if len(engines) > 1 else []
+    return {"engines": engines, "several": len(engines) > 1, "side_by_side": outputs}
+
+
 def matrix_section(rows: list[Any]) -> dict[str, Any]:
-    """`check --matrix` as plain data: each model's cell per device family (gpulint.matrix.Row)."""
-    from gpulint.matrix import COLUMNS, short
+    """`check --matrix` as plain data: each model's cell per device family (gpulint.matrix.Row),
+    and where a column was run on the real accelerator (`--run-litert-gpu`), what it did."""
+    from gpulint.matrix import COLUMNS, run_text, short
+
+    def cell(c: Any) -> dict[str, Any]:
+        run = c.run
+        return {
+            "outcome": c.outcome,
+            "text": short(c, with_run=False),  # the run in words below it
+            "reason": clean(c.reason, 400),
+            "run": None
+            if run is None
+            else "ran"
+            if run["ran"] and run["agrees"]
+            else "differs"
+            if run["ran"]
+            else "not-run",
+            "run_text": clean(run_text(run), 600) if run is not None else "",
+        }
 
     return {
         "columns": [c.title for c in COLUMNS],
+        "ran": any(r.cells[c.id].run is not None for r in rows if r.error is None for c in COLUMNS),
         "rows": [
             {
                 "path": clean(r.path, 200),
                 "error": clean(r.error, 300) if r.error else None,
-                "cells": [
-                    {
-                        "outcome": r.cells[c.id].outcome,
-                        "text": short(r.cells[c.id]),
-                        "reason": clean(r.cells[c.id].reason, 400),
-                    }
-                    for c in COLUMNS
-                ]
-                if r.error is None
-                else [],
+                "cells": [cell(r.cells[c.id]) for c in COLUMNS] if r.error is None else [],
             }
             for r in rows
         ],

@@ -1,5 +1,5 @@
 """`gpulint report`: settings -> one section per model (report.build_section), each verified with
---verify -> the HTML file written."""
+--verify on the chosen engines (report.verify_view) -> the HTML file written."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from gpulint.cli import common
-from gpulint.cli.common import EXIT_USAGE, user_errors
+from gpulint.cli.common import EXIT_USAGE, fail, user_errors
+from gpulint.cli.verify import ENGINE_NAMES, EngineChoice
 
 
 def report(
@@ -34,11 +35,20 @@ def report(
     verify: Annotated[
         bool, typer.Option("--verify", help="Also run `gpulint verify` on each model (needs an OpenCL device).")
     ] = False,
+    engine: Annotated[
+        EngineChoice,
+        typer.Option(
+            help="With --verify: what runs the GPU side, as in `gpulint verify`: opencl (gpulint's executor), "
+            "litert-gpu (LiteRT's real GPU accelerator), all (both, side by side)."
+        ),
+    ] = EngineChoice.opencl,
 ) -> None:
     """Write a self-contained HTML readiness report: verdict, partitions, graph, findings, fix."""
     from gpulint.atomic import write_atomic
-    from gpulint.report import build_section, write_node_data
+    from gpulint.report import build_section, verify_view, write_node_data
 
+    if engine is not EngineChoice.opencl and not verify:
+        fail(None, f"--engine {engine.value} chooses what runs --verify's GPU side: give --verify too")
     settings = common.resolve_settings(
         config=config,
         select=select,
@@ -51,6 +61,12 @@ def report(
         coreml_version=coreml_version,
         coreml_all_devices=coreml_all_devices,
     )
+    engines = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
+    vtarget = None
+    if verify:
+        from gpulint.cli.verify import verify_target
+
+        vtarget = verify_target(settings)
     sections = []
     for path in paths:  # each model, and each part of it, degrades on its own: the report is written
         built = build_section(path, settings, with_fix)
@@ -62,16 +78,19 @@ def report(
             with user_errors(node_data):
                 write_atomic(node_data, [write_node_data(node_data, built.model, built.result)])
         section = built.section
-        if verify and not section["error"]:
-            from gpulint.cli.verify import try_verify, verify_target
+        if vtarget is not None and not section["error"]:
+            # Each engine degrades on its own: one that cannot run (no OpenCL device, no WebGPU
+            # adapter, a compile failure) is one line on the page, beside the others' results.
+            from gpulint.cli.verify import try_verify
             from gpulint.verify import Request
 
-            attempt = try_verify(Request(Path(path), target=verify_target(settings)), None)
-            if attempt.result is None:
-                typer.echo(f"gpulint: {path}: not verified: {attempt.error}", err=True)
-                section["verify_error"] = attempt.error
-            else:
-                section["verify"] = attempt.result.to_json()
+            runs = []
+            for name in engines:
+                attempt = try_verify(Request(Path(path), target=vtarget, engine=name), None)
+                if attempt.result is None:
+                    typer.echo(f"gpulint: {path}: not verified on {name}: {attempt.error}", err=True)
+                runs.append((name, attempt.result.to_json() if attempt.result is not None else None, attempt.error))
+            section["verify"] = verify_view(runs)
         sections.append(section)
     if all(s["error"] for s in sections):  # nothing to report: the errors are printed
         raise typer.Exit(EXIT_USAGE)
