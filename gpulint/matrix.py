@@ -8,12 +8,19 @@ the share of ops the delegate takes, its partitions and the first reason.
 
 The targets share the model's Graphs (and their cached op signatures): the classic delegate is
 linted once for both Android columns, since its backends differ only in what fails at init.
+
+Every cell is a prediction from the rules. With `run_litert` (`check --matrix --run-litert-gpu`)
+the LiteRT GPU accelerator column is also tried on this machine: each model is compiled on LiteRT's
+real accelerator (gpulint.engines' litert-gpu engine, at its default half precision) and its cell
+says "ran here", with the ops the accelerator took and whether that is what the column predicts,
+or why it did not run (no WebGPU adapter, a compile failure).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpulint.model import Model, ModelError, read
@@ -39,6 +46,8 @@ COLUMNS = (
     Column("ios-coreml", "iOS Core ML", "coreml"),
 )
 OUTCOMES = ("ready", "partial", "init-failure", "refused", "none")
+RUN_COLUMN = "litert-gpu"  # the column --run-litert-gpu tries on the real accelerator
+RUN_PRECISION = "fp16"  # the accelerator's default (half), as apps get it
 
 
 @dataclass
@@ -49,13 +58,17 @@ class Cell:
     partitions: int  # node subsets the delegate takes
     reason: str = ""
     split: int = 0  # the most GPU partitions one subgraph splits into (supported subsets, taken or not)
+    run: dict[str, Any] | None = None  # the real accelerator's run of this cell's column (accelerator_run)
 
     @property
     def share(self) -> float:
         return self.gpu_ops / self.ops if self.ops else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "gpu_op_share": round(self.share, 4)}
+        out = {**asdict(self), "gpu_op_share": round(self.share, 4)}
+        if self.run is None:  # only a column that was run has one
+            del out["run"]
+        return out
 
 
 @dataclass
@@ -120,15 +133,78 @@ def matrix_row(model: Model, path: str, quantized: bool, target_settings: dict[s
     return row
 
 
-def matrix(paths: list[str], quantized: bool = True, target_settings: dict[str, Any] | None = None) -> list[Row]:
+def accelerator_run(model: Model, path: str) -> dict[str, Any]:
+    """Compile `model` on LiteRT's real GPU accelerator and say what it did: {ran: true, precision,
+    gpu_ops, ops, agrees, differs, device, refused, warnings}: the main subgraph's ops the
+    accelerator took (from its log: engine.gpu_op_count) of its ops, and whether that is what check's
+    plan for `--target litert-gpu` predicts (the engine holds its log against the plan and says where
+    they differ: `differs`, its sentence); or {ran: false, unavailable, reason} where it could not
+    (no WebGPU adapter, a compile failure, the verify extra not installed)."""
+    try:
+        from gpulint.engines import EngineError, EngineUnavailable, gpu_op_count, open_engine
+    except ImportError as e:  # the light install: the engine needs the verify extra
+        return _not_run(f"the accelerator needs the verify extra ({e}): pip install 'gpulint[verify]'", True)
+    if not model.subgraphs or not model.subgraphs[0].operators:
+        return _not_run("the model has no op to run", False)
+    try:
+        engine = open_engine(RUN_COLUMN, model, Path(path), RUN_PRECISION, RUN_COLUMN, None)
+    except EngineUnavailable as e:
+        return _not_run(str(e), True)
+    except (EngineError, OSError, ValueError) as e:
+        return _not_run(str(e), False)
+    try:
+        taken = int(getattr(engine, "gpu_op_count", gpu_op_count(engine.parts)))  # the count in its log
+        device = engine.info()
+        warnings = [clean(w, 500) or "?" for w in engine.warnings]
+        refused = [clean(u, 300) or "?" for u in getattr(engine, "unsupported", [])]
+    finally:
+        engine.close()
+    differs = next((w for w in warnings if PLAN_WORDS in w), None)
+    return {
+        "ran": True,
+        "precision": RUN_PRECISION,
+        "gpu_ops": taken,
+        "ops": len(model.subgraphs[0].operators),
+        "agrees": differs is None,
+        "differs": differs,
+        "device": f"{device['name']} ({device['driver']})",
+        "refused": refused,  # the accelerator's own list of the ops it left to the CPU, and why
+        "warnings": warnings,
+    }
+
+
+# How the litert-gpu engine words a placement that differs from check's plan (gpulint.engines.litert_gpu).
+PLAN_WORDS = "where `gpulint check --target"
+
+
+def _not_run(reason: str, unavailable: bool) -> dict[str, Any]:
+    return {"ran": False, "unavailable": unavailable, "reason": clean(reason, 500) or "?"}
+
+
+def matrix(
+    paths: list[str],
+    quantized: bool = True,
+    target_settings: dict[str, Any] | None = None,
+    run_litert: bool = False,
+) -> list[Row]:
+    """A row per model; `run_litert`: also compile each on LiteRT's real GPU accelerator
+    (accelerator_run). Where the accelerator is unavailable on this machine, it is tried once and
+    every later row says the same."""
     rows = []
+    unavailable: dict[str, Any] | None = None
     for path in paths:
         try:
             model = read(path)
         except ModelError as e:
             rows.append(Row(path, error=str(e)))
             continue
-        rows.append(matrix_row(model, path, quantized, target_settings or {}))
+        row = matrix_row(model, path, quantized, target_settings or {})
+        if run_litert:
+            run = unavailable or accelerator_run(model, path)
+            if run.get("unavailable"):
+                unavailable = run
+            row.cells[RUN_COLUMN].run = run
+        rows.append(row)
     return rows
 
 
@@ -156,11 +232,25 @@ def render_json(
     return json.dumps(doc, indent=2)
 
 
-def short(c: Cell) -> str:
-    """A cell in a few characters: `partial 80% 2p`."""
-    if c.outcome in ("refused", "none"):
-        return c.outcome
-    return f"{c.outcome} {c.share:.0%} {c.partitions}p"
+def short(c: Cell, with_run: bool = True) -> str:
+    """A cell in a few characters: `partial 80% 2p`, and (`with_run`) where the column was run on the
+    real accelerator, `ran here` (`ran here: 3/5` where it took other ops than predicted) or `not run`."""
+    text = c.outcome if c.outcome in ("refused", "none") else f"{c.outcome} {c.share:.0%} {c.partitions}p"
+    if c.run is None or not with_run:
+        return text
+    if not c.run["ran"]:
+        return f"{text}, not run"
+    return f"{text}, ran here" + ("" if c.run["agrees"] else f": {c.run['gpu_ops']}/{c.run['ops']}")
+
+
+def run_text(run: dict[str, Any]) -> str:
+    """What the real accelerator did with a model, in a sentence."""
+    if not run["ran"]:
+        return f"did not run here: {run['reason']}"
+    if run["agrees"]:
+        took = f"the accelerator took {run['gpu_ops']} of {run['ops']} ops compiling it ({run['precision']})"
+        return f"ran here on {run['device']}: {took}, as the column predicts"
+    return f"ran here on {run['device']} ({run['precision']}), not as the column predicts: {run['differs']}"
 
 
 def render_text(rows: list[Row]) -> str:
@@ -188,5 +278,9 @@ def render_text(rows: list[Row]) -> str:
             where = "every column" if len(titles) == len(COLUMNS) else ", ".join(titles)
             lines.append(f"{n} / {where}: {outcome}: {clean(reason, 300)}")
         title = {c.id: c.title for c in COLUMNS}
+        for c in COLUMNS:
+            run = r.cells[c.id].run
+            if run is not None:
+                lines.append(f"{n} / {c.title}: {run_text(run)}")
         lines.extend(f"{n} / {title[g['column']]}: gate failed: {g['message']}" for g in r.gates)
     return "\n".join(lines).rstrip()

@@ -61,6 +61,7 @@ EXTRAS: dict[str, Callable[[dict[str, Any]], tuple[dict[str, str], str]]] = {
         else ({} if o.get("skip_proof") else RUNTIME, " (or --skip-proof: then nothing checks the outputs)")
     ),
     "report": lambda o: (EXECUTOR | RUNTIME if o.get("verify") else {}, " (or leave out --verify)"),
+    "check": lambda o: (EXECUTOR | RUNTIME if o.get("run_litert_gpu") else {}, " (or leave out --run-litert-gpu)"),
 }
 
 

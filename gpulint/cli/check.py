@@ -63,6 +63,15 @@ def check(
             "iOS Metal, iOS Core ML): outcome, share of ops delegated, partitions, first reason.",
         ),
     ] = False,
+    run_litert_gpu: Annotated[
+        bool,
+        typer.Option(
+            "--run-litert-gpu",
+            help="With --matrix: also compile each model on LiteRT's real GPU accelerator on this machine (ML "
+            'Drift on WebGPU, at its default half precision; about a second a model): its column says "ran here" '
+            "with the ops the accelerator took and whether the column predicted them, or why it did not run.",
+        ),
+    ] = False,
     coreml_version: common.CoremlVersion = None,
     coreml_all_devices: common.CoremlAllDevices = None,
 ) -> None:
@@ -93,10 +102,12 @@ def check(
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
     gates = Gates(max_partitions, fail_on_cpu_fallback)
+    if run_litert_gpu and not matrix:
+        fail(None, "--run-litert-gpu runs the --matrix's LiteRT GPU accelerator column: give --matrix too")
     if matrix:
         if output_format not in (Format.text, Format.json):
             fail(None, "--matrix writes text or json")
-        _check_matrix(paths, settings, output_format is Format.json, output, html, gates)
+        _check_matrix(paths, settings, output_format is Format.json, output, html, gates, run_litert_gpu)
         return
 
     # A progress bar on a terminal when there are several files; never in logs or pipes.
@@ -147,10 +158,17 @@ def check(
 
 
 def _check_matrix(
-    paths: list[str], settings: Settings, as_json: bool, output: Path | None, html: Path | None, gates: Gates
+    paths: list[str],
+    settings: Settings,
+    as_json: bool,
+    output: Path | None,
+    html: Path | None,
+    gates: Gates,
+    run_litert: bool = False,
 ) -> None:
     """`check --matrix`: every model against every device family's target; a gate fails where any
-    column fails it."""
+    column fails it. `run_litert`: the LiteRT GPU column also compiled on the real accelerator (the
+    predictions, and so the gates, stay the rules'; a model it cannot run is said, not an error)."""
     from gpulint import matrix as mx
     from gpulint.check import discover
 
@@ -159,7 +177,9 @@ def _check_matrix(
         if err is not None:
             typer.echo(f"gpulint: error: {p}: {err}", err=True)
     with user_errors(None):  # the matrix reads every target pack: a broken one is one error
-        rows = mx.matrix([p for p, err in found if err is None], settings.quantized, settings.target_settings)
+        rows = mx.matrix(
+            [p for p, err in found if err is None], settings.quantized, settings.target_settings, run_litert
+        )
     for r in rows:
         r.gates = mx.gate_failures(r, gates.max_partitions, gates.cpu_fallback)
         if r.error is not None:
