@@ -80,7 +80,7 @@ def test_verify_with_nothing_on_the_executor_is_no_bare_pass(tmp_path: Path) -> 
     text = runner.invoke(app, ["verify", str(path)])
     assert text.exit_code == 3
     assert text.output.startswith(f"{path}: CPU-ONLY against the LiteRT CPU interpreter")
-    assert "no op ran on the executor" in text.output and "PASS against" not in text.output
+    assert "no op ran on the GPU side" in text.output and "PASS against" not in text.output
 
 
 @needs_device
