@@ -39,7 +39,7 @@ NAME = "litert-gpu"
 TARGET = "litert-gpu"  # check's rules for this runtime
 # A step (compile, one run) may take this long: the first run on lavapipe compiles every shader,
 # 8-65 s a model with an empty Mesa cache, 113 s measured under load. A hang ends here.
-STEP_LIMIT = 600.0
+STEP_LIMIT = 300.0
 PRECISIONS = {"fp32": True, "fp16": False}  # gpulint's name -> enforce_f32
 CHILD = "gpulint.engines.litert_child"  # the module the child runs (a test puts a crashing one here)
 
