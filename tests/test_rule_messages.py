@@ -525,6 +525,58 @@ def test_gpu111_target_runtime() -> None:
     assert messages(lint(single(build)), "GPU111") == []
 
 
+def test_gpu801_gpu802_gpu803_gpu804_gpu805_runtime_defects() -> None:
+    # Known defects of LiteRT's GPU accelerator: only on litert-gpu. Both sides of each condition
+    # are in tests/test_runtime_defects.py.
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 16])
+        w = g.op(
+            "DEQUANTIZE",
+            [g.op("DENSIFY", [g.const("w", np.ones((6, 16), np.float16))], [6, 16], dtype="FLOAT16")],
+            [6, 16],
+        )
+        fc = g.op("FULLY_CONNECTED", [x, w, -1], [1, 6], out_name="fc")
+        p = g.op(
+            "PAD", [g.input("p", [2, 3, 6]), g.const("pads", np.array([[0, 1], [0, 0], [0, 0]], np.int32))], [3, 3, 6]
+        )
+        a = g.op("ADD", [g.input("s", [1, 3, 3, 6]), p], [1, 3, 3, 6], out_name="scores")
+        q = g.op("BATCH_MATMUL", [g.input("q", [4, 8, 6]), g.input("k", [4, 6, 8])], [4, 8, 8])
+        w8 = g.const("w8", np.ones((6, 6), np.int8), quant=(np.full(6, 0.01, np.float32), np.zeros(6, np.int64)))
+        h = g.input("h", [1, 8, 6])
+        r = g.op(
+            "ADD", [g.op("FULLY_CONNECTED", [h, w8, -1], [1, 8, 6], options={"keep_num_dims": True}), h], [1, 8, 6]
+        )
+        g.output(fc)
+        g.output(a)
+        g.output(q)
+        return r
+
+    findings = lint(single(build), "litert-gpu")
+    assert messages(findings, "GPU801") == [
+        "1 DENSIFY op(s) make weights on the CPU for 1 op(s) on the GPU (first: `FULLY_CONNECTED`, op 2, reads "
+        "`dequantize_1`): LiteRT 2.3's GPU accelerator runs such a sparse-weight model with CPU fallback and its "
+        "outputs are wrong"
+    ]
+    assert messages(findings, "GPU802") == [
+        "`PAD` pads axis [0] of the rank-3 tensor `p` [2, 3, 6]: LiteRT's GPU accelerator has been reported to "
+        "return its rows shifted by one (google-ai-edge/LiteRT#9272)"
+    ]
+    assert messages(findings, "GPU803") == [
+        "`ADD` broadcasts FLOAT32[1,3,3,6] with FLOAT32[3,3,6], two runtime inputs of different ranks: the GPU "
+        "delegate's model builder has been reported to misalign them (google-ai-edge/LiteRT#8980)"
+    ]
+    assert messages(findings, "GPU804") == [
+        "`BATCH_MATMUL` multiplies rank-3 FLOAT32[4,8,6] by FLOAT32[4,6,8] with a batch of 4: heads-as-batch rank-3 "
+        "attention has been reported to compute wrong on GPU delegates (google-ai-edge/LiteRT#8619)"
+    ]
+    assert messages(findings, "GPU805") == [
+        "`FULLY_CONNECTED` on a rank-3 input [1, 8, 6] with INT8 weights (dynamic-range quantized) is read by `ADD` "
+        "(op 7): on Mali, LiteRT's ML Drift OpenCL accelerator has been reported to fail kernel creation for this "
+        "pair (google-ai-edge/LiteRT#9277)"
+    ]
+    assert not [f for f in lint(single(build)) if f.code.startswith("GPU8")]  # classic: none
+
+
 def test_gpu701_gpu702_gpu703_half_precision_numerics() -> None:
     def build(g: SubgraphBuilder) -> int:
         x = g.input("x", [1, 1024])

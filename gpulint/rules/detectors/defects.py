@@ -1,0 +1,126 @@
+"""Known runtime defects (GPU8xx): ops a named runtime takes onto the GPU and computes wrong.
+
+Each rule is one defect of one runtime, measured here or reported in a public thread that its
+rules.yaml entry links, with the versions the measurement or the thread names. They apply to the
+target that models that runtime (`litert-gpu`, LiteRT's GPU accelerator) and only to ops it puts
+on the GPU: an op on the CPU computes right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpulint.rules.detectors.registry import Hit, SubgraphView, detector
+from gpulint.rules.signature import Graph, OpSignature, TensorSpec
+
+LITERT_GPU = "litert-gpu"
+QUANTIZED_WEIGHTS = ("INT8", "UINT8", "INT4")
+
+
+def _litert(v: SubgraphView) -> bool:
+    return v.target.name == LITERT_GPU
+
+
+def _densified(sig: OpSignature, t: TensorSpec) -> OpSignature | None:
+    """The DENSIFY that makes `t` on the CPU, directly or through a DEQUANTIZE of its output."""
+    p = sig.producer(t)
+    if p is not None and p.op == "DEQUANTIZE" and p.inputs:
+        p = p.producer(p.inputs[0])
+    return p if p is not None and p.op == "DENSIFY" else None
+
+
+@detector("GPU801", "subgraph")
+def litert_densify_fallback(v: SubgraphView, g: Graph) -> Iterator[Hit]:
+    if not _litert(v):
+        return
+    readers: list[tuple[OpSignature, TensorSpec]] = []
+    chains: set[int] = set()
+    for sig in v.sigs:
+        if not v.on_gpu(sig):
+            continue
+        for t in sig.present_inputs:
+            if (d := _densified(sig, t)) is not None and not v.on_gpu(d):
+                readers.append((sig, t))
+                chains.add(d.index)
+    if readers:
+        first, t = readers[0]
+        yield Hit(
+            {"op": first.op, "index": first.index, "tensor": t.name, "densify": len(chains), "readers": len(readers)},
+            first.index,
+            first.op,
+            [t.name],
+        )
+
+
+def _padded_axes(sig: OpSignature) -> list[int]:
+    pads = sig.input(1)
+    values = sig.const_values(pads) if pads is not None else None
+    if values is None or len(values) != 2 * sig.inputs[0].rank:
+        return []
+    return [axis for axis in range(len(values) // 2) if values[2 * axis] or values[2 * axis + 1]]
+
+
+@detector("GPU802", "op")
+def litert_rank3_pad(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not (_litert(v) and sig.op in ("PAD", "PADV2") and v.on_gpu(sig) and sig.inputs and sig.inputs[0].rank == 3):
+        return
+    outer = [a for a in _padded_axes(sig) if a < 2]
+    if outer:
+        x = sig.inputs[0]
+        yield Hit({"op": sig.op, "axes": outer, "shape": list(x.shape), "tensor": x.name}, sig.index, sig.op)
+
+
+@detector("GPU803", "op")
+def litert_mixed_rank_broadcast(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not (_litert(v) and sig.op in ("ADD", "MUL") and v.on_gpu(sig)):
+        return
+    ins = sig.present_inputs
+    if len(ins) != 2 or not all(t.runtime for t in ins) or ins[0].rank == ins[1].rank:
+        return
+    low = min(ins, key=lambda t: t.rank)
+    if low.elements > 1:
+        a, b = ins
+        yield Hit(
+            {"op": sig.op, "a": a.describe(), "b": b.describe(), "tensor": low.name},
+            sig.index,
+            sig.op,
+            [a.name, b.name],
+        )
+
+
+@detector("GPU804", "op")
+def litert_rank3_batch_matmul(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not (_litert(v) and sig.op == "BATCH_MATMUL" and v.on_gpu(sig) and len(sig.present_inputs) == 2):
+        return
+    a, b = sig.present_inputs
+    if a.rank == 3 and b.rank == 3 and max(a.shape[0], b.shape[0]) >= 2:
+        yield Hit(
+            {
+                "op": sig.op,
+                "a": a.describe(),
+                "b": b.describe(),
+                "batch": max(a.shape[0], b.shape[0]),
+                "tensor": a.name,
+            },
+            sig.index,
+            sig.op,
+            [a.name, b.name],
+        )
+
+
+@detector("GPU805", "op")
+def litert_drq_fully_connected_add(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not (_litert(v) and sig.op == "FULLY_CONNECTED" and v.on_gpu(sig) and sig.outputs):
+        return
+    x, w = sig.input(0), sig.input(1)
+    if x is None or w is None or not x.runtime or x.dtype != "FLOAT32" or x.rank != 3:
+        return
+    if w.dtype not in QUANTIZED_WEIGHTS or not w.is_const:
+        return
+    adds = [c for c in sig.consumers(sig.outputs[0]) if c.op == "ADD" and v.on_gpu(c)]
+    if adds:
+        yield Hit(
+            {"op": sig.op, "shape": list(x.shape), "weights": w.dtype, "add": adds[0].index, "tensor": w.name},
+            sig.index,
+            sig.op,
+        )
