@@ -135,11 +135,14 @@ def matrix_row(model: Model, path: str, quantized: bool, target_settings: dict[s
 
 def accelerator_run(model: Model, path: str) -> dict[str, Any]:
     """Compile `model` on LiteRT's real GPU accelerator and say what it did: {ran: true, precision,
-    gpu_ops, ops, agrees, differs, device, refused, warnings}: the main subgraph's ops the
-    accelerator took (from its log: engine.gpu_op_count) of its ops, and whether that is what check's
-    plan for `--target litert-gpu` predicts (the engine holds its log against the plan and says where
-    they differ: `differs`, its sentence); or {ran: false, unavailable, reason} where it could not
-    (no WebGPU adapter, a compile failure, the verify extra not installed)."""
+    gpu_ops, ops, log_gpu_ops, agrees, differs, device, refused, warnings}. gpu_ops of ops: the main
+    subgraph's ops the accelerator took, counted as the column counts them (the ops of check's
+    partitions: constant ops the delegate folds, a DEQUANTIZE of fp16 weights, left out);
+    log_gpu_ops: the count in its log (engine.gpu_op_count, those constant ops included where it
+    takes the whole graph). agrees: the engine held its log against check's plan for `--target
+    litert-gpu` and found them the same; where not, `differs` is its sentence. Or {ran: false,
+    unavailable, reason} where it could not run (no WebGPU adapter, a compile failure, the verify
+    extra not installed)."""
     try:
         from gpulint.engines import EngineError, EngineUnavailable, gpu_op_count, open_engine
     except ImportError as e:  # the light install: the engine needs the verify extra
@@ -153,7 +156,9 @@ def accelerator_run(model: Model, path: str) -> dict[str, Any]:
     except (EngineError, OSError, ValueError) as e:
         return _not_run(str(e), False)
     try:
-        taken = int(getattr(engine, "gpu_op_count", gpu_op_count(engine.parts)))  # the count in its log
+        logged = int(getattr(engine, "gpu_op_count", gpu_op_count(engine.parts)))
+        taken = gpu_op_count(engine.parts)
+        ops = sum(int(p.get("op_count", len(p["ops"]))) for p in engine.parts)
         device = engine.info()
         warnings = [clean(w, 500) or "?" for w in engine.warnings]
         refused = [clean(u, 300) or "?" for u in getattr(engine, "unsupported", [])]
@@ -164,7 +169,8 @@ def accelerator_run(model: Model, path: str) -> dict[str, Any]:
         "ran": True,
         "precision": RUN_PRECISION,
         "gpu_ops": taken,
-        "ops": len(model.subgraphs[0].operators),
+        "ops": ops,
+        "log_gpu_ops": logged,
         "agrees": differs is None,
         "differs": differs,
         "device": f"{device['name']} ({device['driver']})",

@@ -368,17 +368,18 @@ def matrix_section(rows: list[Any]) -> dict[str, Any]:
 
     def cell(c: Any) -> dict[str, Any]:
         run = c.run
+        kind = (
+            None if run is None else "ran" if run["ran"] and run["agrees"] else "differs" if run["ran"] else "not-run"
+        )
+        label = {"ran": "ran here", "not-run": "not run here", None: ""}.get(kind) or (
+            f"ran here: {run['gpu_ops']}/{run['ops']} ops" if run is not None else ""
+        )
         return {
             "outcome": c.outcome,
-            "text": short(c, with_run=False),  # the run in words below it
+            "text": short(c, with_run=False),  # the run below it, in a few words (its sentence on hover)
             "reason": clean(c.reason, 400),
-            "run": None
-            if run is None
-            else "ran"
-            if run["ran"] and run["agrees"]
-            else "differs"
-            if run["ran"]
-            else "not-run",
+            "run": kind,
+            "run_label": label,
             "run_text": clean(run_text(run), 600) if run is not None else "",
         }
 
