@@ -89,6 +89,11 @@ def test_the_sitecustomize_hides_the_extra(light: dict[str, str]) -> None:
             "pyopencl, ai-edge-litert",
             " (or leave out --verify)",
         ),
+        (
+            ["check", "--matrix", "--run-litert-gpu", "{good}", "--html", "{tmp}/m.html"],
+            "pyopencl, ai-edge-litert",
+            " (or leave out --run-litert-gpu)",
+        ),
     ],
 )
 def test_a_command_that_needs_the_extra_says_which(
