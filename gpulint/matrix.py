@@ -144,27 +144,28 @@ def accelerator_run(model: Model, path: str) -> dict[str, Any]:
     unavailable, reason} where it could not run (no WebGPU adapter, a compile failure, the verify
     extra not installed)."""
     try:
-        from gpulint.engines import EngineError, EngineUnavailable, gpu_op_count, open_engine
+        from gpulint.engines import EngineError, EngineUnavailable, gpu_op_count
+        from gpulint.engines.litert_gpu import LiteRtGpuEngine
     except ImportError as e:  # the light install: the engine needs the verify extra
         return _not_run(f"the accelerator needs the verify extra ({e}): pip install 'gpulint[verify]'", True)
     if not model.subgraphs or not model.subgraphs[0].operators:
         return _not_run("the model has no op to run", False)
     try:
-        engine = open_engine(RUN_COLUMN, model, Path(path), RUN_PRECISION, RUN_COLUMN, None)
+        engine = LiteRtGpuEngine(model, Path(path), RUN_PRECISION)
     except EngineUnavailable as e:
         return _not_run(str(e), True)
     except (EngineError, OSError, ValueError) as e:
         return _not_run(str(e), False)
     try:
-        logged = int(getattr(engine, "gpu_op_count", gpu_op_count(engine.parts)))
+        logged = engine.gpu_op_count
         taken = gpu_op_count(engine.parts)
         ops = sum(int(p.get("op_count", len(p["ops"]))) for p in engine.parts)
         device = engine.info()
         warnings = [clean(w, 500) or "?" for w in engine.warnings]
-        refused = [clean(u, 300) or "?" for u in getattr(engine, "unsupported", [])]
+        refused = [clean(u, 300) or "?" for u in engine.unsupported]
+        differs = clean(engine.disagreement, 500) if engine.disagreement is not None else None
     finally:
         engine.close()
-    differs = next((w for w in warnings if PLAN_WORDS in w), None)
     return {
         "ran": True,
         "precision": RUN_PRECISION,
@@ -177,10 +178,6 @@ def accelerator_run(model: Model, path: str) -> dict[str, Any]:
         "refused": refused,  # the accelerator's own list of the ops it left to the CPU, and why
         "warnings": warnings,
     }
-
-
-# How the litert-gpu engine words a placement that differs from check's plan (gpulint.engines.litert_gpu).
-PLAN_WORDS = "where `gpulint check --target"
 
 
 def _not_run(reason: str, unavailable: bool) -> dict[str, Any]:

@@ -324,16 +324,16 @@ def test_matrix_run_counts_ops_as_the_column_does() -> None:
 def test_matrix_without_an_adapter_says_why_once(tmp_path: Path, no_adapter: None, monkeypatch: Any) -> None:
     """No adapter: every row's LiteRT column says why, the accelerator is tried once, and the
     predictions (and the exit code) are as without --run-litert-gpu."""
-    import gpulint.engines
+    from gpulint.engines import litert_gpu
 
     calls: list[str] = []
-    real = gpulint.engines.open_engine
+    real = litert_gpu.LiteRtGpuEngine
 
     def counted(*args: Any) -> Any:
-        calls.append(str(args[2]))
+        calls.append(str(args[1]))
         return real(*args)
 
-    monkeypatch.setattr(gpulint.engines, "open_engine", counted)
+    monkeypatch.setattr(litert_gpu, "LiteRtGpuEngine", counted)
     paths = models(tmp_path)
     r = runner.invoke(app, ["check", "--matrix", "--run-litert-gpu", *paths])
     assert r.exit_code == 0, r.output

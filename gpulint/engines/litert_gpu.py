@@ -135,6 +135,7 @@ class LiteRtGpuEngine:
         self.gpu_op_count = total if taken is None else taken
         where = f"LiteRT GPU accelerator: {self.info()['name']}"
         agrees = len(plan_gpu) + loose == total if taken is None else taken == len(plan_gpu)
+        self.disagreement: str | None = None  # the warning below, where the log and check's plan differ
         if agrees:
             self.parts = [part_json(self.model, kind, ops, where if kind == "gpu" else CPU_WHERE) for kind, ops in plan]
             self.gpu_ops = set(range(total)) if taken is None else set(plan_gpu)
@@ -153,10 +154,11 @@ class LiteRtGpuEngine:
             ]
             self.gpu_ops = set(plan_gpu)
         why = f" (it refused: {'; '.join(self.unsupported)})" if self.unsupported else ""
-        self.warnings.append(
+        self.disagreement = (
             f"the accelerator took {shown} where `gpulint check --target {TARGET}` plans {len(plan_gpu)}: its "
             f"log is right about this run{why}"
         )
+        self.warnings.append(self.disagreement)
 
     # Running ------------------------------------------------------------------------------------
 
