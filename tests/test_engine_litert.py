@@ -170,6 +170,19 @@ def test_all_engines_side_by_side(tmp_path: Path) -> None:
     assert out["status"] == "PASS" and [e["engine"] for e in out["engines"]] == ["opencl", "litert-gpu"]
 
 
+@needs_accelerator
+@needs_opencl()
+def test_all_engines_export_a_repro_each(tmp_path: Path) -> None:
+    """Both engines FAIL the EXP that passes 65504 at fp16; each writes its repro in a folder of its own."""
+    path = tmp_path / "exp.tflite"
+    write(exp_model(), path)
+    repro = tmp_path / "repro"
+    proc = verify(str(path), "--engine", "all", "--precision", "fp16", "--bisect", "--export-repro", str(repro))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for name in ("opencl", "litert-gpu"):
+        assert (repro / name / "repro.tflite").exists() and (repro / name / "repro.npz").exists(), name
+
+
 def test_the_accelerator_has_no_f32_f16_mode(tmp_path: Path) -> None:
     path = tmp_path / "conv.tflite"
     write(conv_model(4), path)

@@ -115,7 +115,10 @@ def verify(
     ] = EngineChoice.opencl,
     export_repro: Annotated[
         Path | None,
-        typer.Option(help="With --bisect: write the smallest failing sub-model, its inputs and CPU output here."),
+        typer.Option(
+            help="With --bisect: write the smallest failing sub-model, its inputs and CPU output here "
+            "(with --engine all, a folder per engine)."
+        ),
     ] = None,
 ) -> None:
     """Run the model on a GPU engine (CPU partitions on LiteRT) and compare with the LiteRT CPU
@@ -158,7 +161,8 @@ def verify(
     names = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
     results = []
     for name in names:
-        attempt = try_verify(replace(req, engine=name), device)
+        repro = export_repro / name if export_repro is not None and len(names) > 1 else export_repro  # one each
+        attempt = try_verify(replace(req, engine=name, export_repro=repro), device)
         if attempt.result is None:
             stop(attempt.where, attempt.error or "")
         results.append(attempt.result)
