@@ -61,7 +61,12 @@ runner = CliRunner()
 # half's sensitivity on this graph, which the delegate's half computation shares, not a gap in the executor. It
 # used to PASS at the edge of a flat 3 steps; verify now adds the steps its own half rounding flips make on the
 # CPU (3 here: compare.py, verify.twins.half_probe_twins).
-EXPECTED_FAIL: dict[tuple[str, str], str] = {}
+EXPECTED_FAIL: dict[tuple[str, str], str] = {
+    ("dwmult_wo8.tflite", "check-litert"): (
+        "#38: LiteRT 2.3's accelerator dies of SIGSEGV compiling this export (measured with verify --engine "
+        "litert-gpu); check calls it ready and names no cause yet"
+    ),
+}
 
 
 @cache
@@ -178,8 +183,16 @@ def test_check_opengl(name: str) -> None:
 @pytest.mark.parametrize("name", cases("check-litert"))
 def test_check_litert_gpu(name: str) -> None:
     code, file = check_json(name, "--target", "litert-gpu")
-    if family(name) == "shufflenet":
-        # The channel shuffle's 5-D RESHAPE/TRANSPOSE and what follows them stay on the CPU.
+    if scheme(name) == "wo8" and family(name) not in ("gconv", "unet"):
+        # Weight-only int8: a constant rank-2/3 DEQUANTIZE whose first dimension is not 1 fails
+        # ML Drift's init ("Shape mismatch ..."; #38); gconv's and unet's weights are rank 4 and build.
+        # LiteRT 2.3 itself, measured on these files: "Failed to modify graph with delegate" on
+        # resnet/resnext/shufflenet/vit, a SIGSEGV on gru, lstm and dwmult; gconv and unet compile whole.
+        assert (code, file["verdict"]) == (1, "init-failure"), file["reason"]
+        assert "Shape mismatch" in file["reason"]
+    elif family(name) == "shufflenet" or (family(name) in ("gru", "lstm") and scheme(name) == "f16"):
+        # The channel shuffle's 5-D RESHAPE/TRANSPOSE and what follows them stay on the CPU; an fp16
+        # EMBEDDING_LOOKUP table is refused ("Empty quantization params.", as the accelerator logs it).
         assert (code, file["verdict"]) == (1, "partial"), file["reason"]
     else:
         assert (code, file["verdict"]) == (0, "ready"), file["reason"]
