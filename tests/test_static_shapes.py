@@ -433,9 +433,10 @@ def test_fix_help_names_every_pass_with_its_safety() -> None:
     from gpulint.passes import registry
 
     text = " ".join(CliRunner().invoke(app, ["fix", "--help"], env={"COLUMNS": "400"}).stdout.split())
-    safe, _, unsafe = text.partition("unsafe:")
+    safe, _, rest = text.partition("unsafe:")
+    unsafe, _, opt_in = rest.partition("Opt-in")  # the half-precision passes: safe, run when named
     for p in registry().values():
-        assert p.name in (safe if p.safe else unsafe), p.name
+        assert p.name in (opt_in if p.opt_in else safe if p.safe else unsafe), p.name
 
 
 def test_gpu504s_own_fix_command_pins_a_graph_the_delegate_takes(tmp_path: Path) -> None:
