@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, ...]] = [
         "gpulint.summary",
         "gpulint.report",
     ),
-    ("gpulint.cli", "gpulint.__main__"),
+    ("gpulint.cli", "gpulint.__main__", "gpulint.explorer"),  # entry points (Model Explorer loads explorer)
 ]
 
 
