@@ -14,21 +14,26 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import conv_model
 from typer.testing import CliRunner
 
 from gpulint.cli import app
-from gpulint.model import write
+from gpulint.model import Model, write
+from gpulint.model.build import ModelBuilder
 from gpulint.report import PLACEMENT_COLORS
 from gpulint.sample import sample_model
 
@@ -128,10 +133,31 @@ def stop(server: Server) -> None:
         server.proc.wait()
 
 
+def mixed_model() -> Model:
+    """image -> CONV_2D (the GPU) -> SPACE_TO_BATCH_ND (the CPU: classic's delegate has no kernel for it),
+    both at the graph's top level (names without a "/", so Model Explorer draws no layer around them)."""
+    rng = np.random.default_rng(0)
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("image", [1, 8, 8, 3])
+    w = g.const("w", rng.standard_normal((8, 3, 3, 3)).astype(np.float32))
+    y = g.op(
+        "CONV_2D",
+        [x, w, g.const("b", np.zeros(8, np.float32))],
+        [1, 8, 8, 8],
+        options=dict(padding="SAME", stride_w=1, stride_h=1, fused_activation_function="RELU"),
+        out_name="conv",
+    )
+    block, pads = g.const("block", np.array([2, 2], np.int32)), g.const("pads", np.zeros((2, 2), np.int32))
+    g.output(g.op("SPACE_TO_BATCH_ND", [y, block, pads], [4, 4, 4, 8], out_name="space_to_batch"))
+    return mb.build()
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("explorer-models")
-    paths = {"conv": folder / "conv.tflite", "sample": folder / "sample.tflite"}
+    paths = {"conv": folder / "conv.tflite", "sample": folder / "sample.tflite", "mixed": folder / "mixed.tflite"}
+    write(mixed_model(), paths["mixed"])
     write(conv_model(), paths["conv"])
     write(sample_model(), paths["sample"])
     return paths
@@ -230,3 +256,145 @@ def test_run_errors_are_one_line_in_the_ui(server: Server, models: dict[str, Pat
     assert r["result"] is None and r["error"].startswith(f"gpulint: {bad}") and "\n" not in r["error"]
     r = server.run(models["conv"], target="no-such-target")
     assert r["error"].startswith("gpulint: unknown target `no-such-target`")
+
+
+NODE = shutil.which("node")
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB bytes) of an 8-bit, non-interlaced RGB or RGBA PNG (Chromium's screenshots)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    height = channels = 0
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        pos += 12 + n
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        prev = line
+        rows.append(bytes(v for i, v in enumerate(line) if channels == 3 or i % 4 != 3))
+    return width, height, rows
+
+
+def count_color(rows: list[bytes], hex_color: str, x_max: int) -> int:
+    """Pixels within 2 of `hex_color` left of x = `x_max` (Model Explorer's graph; its side panel is on the right)."""
+    rgb = bytes.fromhex(hex_color.lstrip("#"))
+    return sum(
+        1
+        for row in rows
+        for x in range(0, min(len(row), 3 * x_max), 3)
+        if all(abs(row[x + k] - rgb[k]) <= 2 for k in range(3))
+    )
+
+
+def click_step(selector: str, text: str | None = None, child: str = "") -> dict[str, Any]:
+    """A step of tests/explorer/cdp.js: click the element matching `selector` (whose `child`, or itself, reads
+    `text`); true once clicked."""
+    match = (
+        "true"
+        if text is None
+        else f"(e.querySelector({child!r}) || e).innerText.trim() === {text!r}"
+        if child
+        else f"e.innerText.trim() === {text!r}"
+    )
+    return {
+        "js": f"(() => {{ const e = [...document.querySelectorAll({selector!r})].find(e => {match}); if (!e || e.disabled) return false; e.click(); return true; }})()"
+    }
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (`make test` installs it when run as root)"
+)
+@pytest.mark.skipif(
+    NODE is None, reason="no node (>= 20) to drive Chromium's DevTools protocol with (tests/explorer/cdp.js)"
+)
+def test_a_user_picks_gpulint_in_the_ui(server: Server, models: dict[str, Path], tmp_path: Path) -> None:
+    """In the real UI in headless Chromium: open a model with a GPU op and a CPU op, "Add per-node data", pick
+    the extension "gpulint", Run; the side panel names the run, and the graph (a screenshot's pixels) has a node
+    painted in gpulint's GPU colour and one in its CPU colour, and none in the others."""
+    assert CHROMIUM is not None and NODE is not None
+    data = json.dumps({"models": [{"url": str(models["mixed"])}]})
+    url = f"{server.base}/?data={urllib.parse.quote(data)}"
+    port = free_port()
+    steps = [
+        {
+            "js": "[...document.querySelectorAll('span.label')].some(e => e.innerText.trim() === 'Add per-node data')",
+            "timeout_ms": 60000,
+        },
+        {"js": "new Promise(r => setTimeout(() => r(true), 1000))"},
+        {
+            "js": "(() => { const e = [...document.querySelectorAll('span.label')].find(e => e.innerText.trim() === 'Add per-node data'); if (!e) return false; e.parentElement.click(); return true; })()"
+        },
+        click_step("ndp-extensions-panel .extension-container", "gpulint", ".name"),
+        click_step(".cdk-overlay-container button.btn-run"),
+        {
+            "js": "document.body.innerText.includes('gpulint placement (0 GPU, 1 init failure, 2 CPU) · classic')",
+            "timeout_ms": 60000,
+        },
+        {"js": "new Promise(r => setTimeout(() => r(true), 1500))"},
+    ]
+    (tmp_path / "steps.json").write_text(json.dumps(steps))
+    shot = tmp_path / "explorer.png"
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,900",
+    ]
+    browser = subprocess.Popen(
+        [CHROMIUM, *flags, f"--user-data-dir={tmp_path / 'profile'}", f"--remote-debugging-port={port}", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        r = subprocess.run(
+            [
+                NODE,
+                "--experimental-websocket",
+                str(REPO / "tests" / "explorer" / "cdp.js"),
+                str(port),
+                str(tmp_path / "steps.json"),
+                str(shot),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        browser.terminate()
+        browser.wait(20)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\nserver log:\n{server.log.read_text()[-2000:]}"
+    width, _, rows = png_pixels(shot.read_bytes())
+    graph = int(width * 0.7)  # the graph's pane; the side panel (its node data table is coloured too) is right of it
+    counts = {k: count_color(rows, c, graph) for k, c in PLACEMENT_COLORS.items()}
+    # conv_2d and space_to_batch_nd, each a filled box of about 120 x 36 px
+    assert counts["gpu"] > 2000 and counts["cpu"] > 2000, (counts, shot)
+    assert counts["init-failure"] == counts["refused"] == 0, (counts, shot)
