@@ -31,11 +31,13 @@ import pytest
 from helpers import conv_model
 from typer.testing import CliRunner
 
+from gpulint.check import check_file
 from gpulint.cli import app
-from gpulint.model import Model, write
+from gpulint.model import Model, read, write
 from gpulint.model.build import ModelBuilder
 from gpulint.report import PLACEMENT_COLORS
 from gpulint.sample import sample_model
+from gpulint.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("GPULINT_EXPLORER_VENV", REPO / ".explorer-venv"))
@@ -153,11 +155,37 @@ def mixed_model() -> Model:
     return mb.build()
 
 
+def refused_model() -> Model:
+    """The interpreter refuses the delegate for the whole graph: RESHAPE's shape is PACKed at run time from the
+    batch (tests/test_refusal.py), so the CONV_2D the delegate would run is `refused`."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    shape = g.op("SHAPE", [x], [4], dtype="INT32", out_name="shape")
+    ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 0), ("e", 1), ("s", 1))]
+    batch = g.op("STRIDED_SLICE", [shape, *ends], [], dtype="INT32", out_name="batch", options=dict(shrink_axis_mask=1))
+    target = g.op(
+        "PACK", [batch, g.const("n", np.array(128, np.int32))], [2], dtype="INT32", options=dict(values_count=2)
+    )
+    w = g.const("w", np.ones((8, 1, 1, 8), np.float32))
+    y = g.op(
+        "CONV_2D",
+        [x, w, g.const("bias", np.zeros(8, np.float32))],
+        [1, 4, 4, 8],
+        options=dict(padding="SAME", stride_w=1, stride_h=1),
+        out_name="conv",
+    )
+    g.output(g.op("RESHAPE", [y, target], [1, 128], out_name="flat"))
+    return mb.build()
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("explorer-models")
     paths = {"conv": folder / "conv.tflite", "sample": folder / "sample.tflite", "mixed": folder / "mixed.tflite"}
     write(mixed_model(), paths["mixed"])
+    paths["refused"] = folder / "refused.tflite"
+    write(refused_model(), paths["refused"])
     write(conv_model(), paths["conv"])
     write(sample_model(), paths["sample"])
     return paths
@@ -240,6 +268,21 @@ def test_run_matches_the_node_data_file(server: Server, models: dict[str, Path],
     }
     assert got["result"]["results"]["atrous/space_to_batch"]["value"] == 2  # CPU
     assert got["result"]["results"]["pool/mean"]["value"] == 0  # GPU
+
+
+def test_refused_ops_have_their_own_colour(server: Server, models: dict[str, Path]) -> None:
+    """CPU's value (as in the node-data file), the report's `refused` colour on the node itself."""
+    result = check_file(str(models["refused"]), Settings())
+    assert result.verdict == "refused"
+    model = read(str(models["refused"]))
+    ops = model.subgraphs[0].operators
+    placement = {model.subgraphs[0].tensors[ops[p.index].outputs[0]].name: p.placement for p in result.ops}
+    assert "refused" in placement.values()
+    got = server.run(models["refused"])["result"]["results"]
+    assert set(got) == set(placement)
+    for name, where in placement.items():
+        assert got[name]["value"] == (0 if where == "gpu" else 1 if where == "init-failure" else 2), name
+        assert got[name]["bgColor"] == (PLACEMENT_COLORS["refused"] if where == "refused" else None), name
 
 
 def test_run_takes_the_dialogs_target(server: Server, models: dict[str, Path]) -> None:
