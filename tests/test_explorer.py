@@ -375,12 +375,19 @@ def click_step(selector: str, text: str | None = None, child: str = "") -> dict[
 @pytest.mark.skipif(
     NODE is None, reason="no node (>= 20) to drive Chromium's DevTools protocol with (tests/explorer/cdp.js)"
 )
-def test_a_user_picks_gpulint_in_the_ui(server: Server, models: dict[str, Path], tmp_path: Path) -> None:
-    """In the real UI in headless Chromium: open a model with a GPU op and a CPU op, "Add per-node data", pick
-    the extension "gpulint", Run; the side panel names the run, and the graph (a screenshot's pixels) has a node
-    painted in gpulint's GPU colour and one in its CPU colour, and none in the others."""
+@pytest.mark.parametrize(
+    ("name", "painted"),
+    [("mixed", {"gpu", "cpu"}), ("refused", {"refused", "cpu"})],  # conv_2d GPU; refused: conv_2d dark red
+)
+def test_a_user_picks_gpulint_in_the_ui(
+    server: Server, models: dict[str, Path], tmp_path: Path, name: str, painted: set[str]
+) -> None:
+    """In the real UI in headless Chromium: open a model, "Add per-node data", pick the extension "gpulint",
+    Run; the side panel names the run, and the graph (a screenshot's pixels) has nodes painted in exactly the
+    placement colours of its ops: GPU and CPU on a model with one of each, refused and CPU on a graph the
+    interpreter refuses the delegate for."""
     assert CHROMIUM is not None and NODE is not None
-    data = json.dumps({"models": [{"url": str(models["mixed"])}]})
+    data = json.dumps({"models": [{"url": str(models[name])}]})
     url = f"{server.base}/?data={urllib.parse.quote(data)}"
     port = free_port()
     steps = [
@@ -438,6 +445,6 @@ def test_a_user_picks_gpulint_in_the_ui(server: Server, models: dict[str, Path],
     width, _, rows = png_pixels(shot.read_bytes())
     graph = int(width * 0.7)  # the graph's pane; the side panel (its node data table is coloured too) is right of it
     counts = {k: count_color(rows, c, graph) for k, c in PLACEMENT_COLORS.items()}
-    # conv_2d and space_to_batch_nd, each a filled box of about 120 x 36 px
-    assert counts["gpu"] > 2000 and counts["cpu"] > 2000, (counts, shot)
-    assert counts["init-failure"] == counts["refused"] == 0, (counts, shot)
+    # each op a filled box of about 120 x 36 px at the zoom that fits the graph (smaller on the longer graph)
+    assert all(counts[k] > 800 for k in painted), (counts, shot)
+    assert all(counts[k] == 0 for k in ("gpu", "cpu", "init-failure", "refused") if k not in painted), (counts, shot)
