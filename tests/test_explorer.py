@@ -301,7 +301,17 @@ def test_run_errors_are_one_line_in_the_ui(server: Server, models: dict[str, Pat
     assert r["error"].startswith("gpulint: unknown target `no-such-target`")
 
 
-NODE = shutil.which("node")
+def node_with_websocket() -> str | None:
+    """node (>= 20: a WebSocket client with --experimental-websocket, built in from 22), or None."""
+    node = shutil.which("node")
+    if node is None:
+        return None
+    probe = "process.exit(typeof WebSocket === 'function' ? 0 : 1)"
+    r = subprocess.run([node, "--experimental-websocket", "-e", probe], capture_output=True, timeout=30)
+    return node if r.returncode == 0 else None
+
+
+NODE = node_with_websocket()
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
