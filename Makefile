@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean pocl browser oracle oracle-webgpu converters
+.PHONY: demo test lint bench clean pocl browser oracle oracle-webgpu converters explorer
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
-test: $(VENV)/.installed-dev pocl browser oracle oracle-webgpu converters
+test: $(VENV)/.installed-dev pocl browser oracle oracle-webgpu converters explorer
 	$(BIN)/python -m pytest -q
 
 # A second OpenCL implementation beside the pip PoCL: Debian's PoCL (a newer LLVM), which the
@@ -66,6 +66,13 @@ converters:
 	-@tests/converters/setup_yolo.sh .yolo-venv .converter-cache/yolo || true
 	-@tests/converters/setup_torch.sh .torch-venv .converter-cache/torch || true
 
+# Model Explorer with gpulint's extension, in a venv of its own (tests/test_explorer.py: the real
+# server on 127.0.0.1 and its UI in headless Chromium). Best effort: where it cannot be set up,
+# those tests skip and say why.
+EXPLORER_VENV := .explorer-venv
+explorer:
+	@tests/explorer/setup.sh $(EXPLORER_VENV) || true
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gpulint tests bench
 	$(BIN)/ruff format --check gpulint tests bench
@@ -79,4 +86,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .converter-cache
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .converter-cache $(EXPLORER_VENV)
