@@ -77,3 +77,35 @@ def patch_u32(data: bytearray, pos: int, value: int) -> bytearray:
 
 def root(data: bytes | bytearray) -> tflite.Model:
     return tflite.Model.GetRootAs(data, 0)
+
+
+@cache
+def accelerator_unavailable() -> str | None:
+    """Why LiteRT's GPU accelerator (the litert-gpu engine) cannot run here; None when it can. A
+    one-conv model compiled once per session: no WebGPU adapter, or the verify extra missing."""
+    import tempfile
+    from pathlib import Path
+
+    from gpulint.model.write import write
+
+    try:
+        from gpulint.engines import EngineError, EngineUnavailable, open_engine
+    except ImportError as e:
+        return f"LiteRT's GPU accelerator cannot start: {e}"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "probe.tflite")
+        model = conv_model(4)
+        write(model, path)
+        try:
+            open_engine("litert-gpu", model, path, "fp32", "litert-gpu", None).close()
+        except EngineUnavailable as e:
+            return str(e)
+        except (EngineError, ImportError) as e:
+            return f"LiteRT's GPU accelerator cannot start: {e}"
+    return None
+
+
+def needs_accelerator() -> pytest.MarkDecorator:
+    """Skip, saying why, where LiteRT's GPU accelerator cannot run."""
+    why = accelerator_unavailable()
+    return pytest.mark.skipif(why is not None, reason=why or "-")

@@ -8,22 +8,20 @@ Small models only (conv_model(4), RELU chains): their shaders compile in seconds
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import conv_model, opencl_device
+from helpers import accelerator_unavailable, conv_model, opencl_device
+from helpers import needs_accelerator as needs_accelerator_mark
 from typer.testing import CliRunner
 
 from gpulint import matrix as mx
 from gpulint.cli import app
-from gpulint.engines import EngineError, EngineUnavailable, open_engine
 from gpulint.model import Model, write
 from gpulint.model.build import ModelBuilder
 from gpulint.report import render, verify_view
@@ -33,23 +31,7 @@ HERE = Path(__file__).resolve().parent
 EVIL = "<script>document.title='pwned'</script>\"'&<img src=x onerror=alert(1)>"
 
 
-@functools.cache
-def unavailable() -> str | None:
-    """Why LiteRT's GPU accelerator cannot run here (None when it can): test_engine_litert's probe."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "probe.tflite")
-        model = conv_model(4)
-        write(model, path)
-        try:
-            open_engine("litert-gpu", model, path, "fp32", "litert-gpu", None).close()
-        except EngineUnavailable as e:
-            return str(e)
-        except (EngineError, ImportError) as e:
-            return f"LiteRT's GPU accelerator cannot start: {e}"
-    return None
-
-
-needs_accelerator = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "-")
+needs_accelerator = needs_accelerator_mark()
 
 
 def needs_both() -> None:
@@ -57,8 +39,8 @@ def needs_both() -> None:
     device, why = opencl_device()
     if device is None:
         pytest.skip(why)
-    if unavailable() is not None:
-        pytest.skip(unavailable() or "-")
+    if accelerator_unavailable() is not None:
+        pytest.skip(accelerator_unavailable() or "-")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ The first run of a model on lavapipe compiles its shaders (Mesa's cache is kept 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -20,8 +19,9 @@ import numpy as np
 import pytest
 from conftest import corpus_file
 from helpers import conv_model, needs_opencl
+from helpers import needs_accelerator as needs_accelerator_mark
 
-from gpulint.engines import EngineError, EngineUnavailable, open_engine
+from gpulint.engines import EngineError, open_engine
 from gpulint.model.build import ModelBuilder
 from gpulint.model.ir import Model
 from gpulint.model.write import write
@@ -33,25 +33,7 @@ GPULINT = [sys.executable, "-m", "gpulint"]
 HERE = Path(__file__).resolve().parent
 
 
-@functools.cache
-def unavailable() -> str | None:
-    """Why LiteRT's GPU accelerator cannot run here (None when it can)."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "probe.tflite")
-        model = conv_model(4)
-        write(model, path)
-        try:
-            open_engine("litert-gpu", model, path, "fp32", "litert-gpu", None).close()
-        except EngineUnavailable as e:
-            return str(e)
-        except (EngineError, ImportError) as e:
-            return f"LiteRT's GPU accelerator cannot start: {e}"
-    return None
-
-
-needs_accelerator = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "-")
+needs_accelerator = needs_accelerator_mark()
 
 
 def verify(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
