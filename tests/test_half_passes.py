@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import needs_opencl
-from test_engine_litert import unavailable
+from helpers import needs_accelerator, needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -294,7 +293,7 @@ def _error(out: dict[str, Any]) -> str:
 
 ENGINES = [
     pytest.param("opencl", marks=needs_opencl()),
-    pytest.param("litert-gpu", marks=pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "-")),
+    pytest.param("litert-gpu", marks=needs_accelerator()),
 ]
 # LiteRT's accelerator gives 1.0 for a constant row of this LayerNorm (eps 1e-12) at fp32 too, the
 # original and the rewrite alike: its own arithmetic, not half precision's, which no pass here changes.
