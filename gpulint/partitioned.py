@@ -50,10 +50,15 @@ class Part:
     moved: list[str] = field(default_factory=list)  # why ops the delegate would run are here instead
 
     def describe(self, model: Model) -> str:
-        names = [model.op_name(model.subgraphs[0].operators[i]) for i in self.ops]
-        shown = ", ".join(dict.fromkeys(clean(n, 60) or "?" for n in names))  # custom op names are model text
         moved = f"; moved from the GPU side, the executor cannot run {'; '.join(self.moved)}" if self.moved else ""
-        return f"{len(self.ops)} ops ({shown}){moved}"
+        return ops_summary(model, self.ops) + moved
+
+
+def ops_summary(model: Model, ops: list[int]) -> str:
+    """ "3 ops (CONV_2D, ADD)": how many, and which kinds in order of first use."""
+    names = [model.op_name(model.subgraphs[0].operators[i]) for i in ops]
+    shown = ", ".join(dict.fromkeys(clean(n, 60) or "?" for n in names))  # custom op names are model text
+    return f"{len(ops)} ops ({shown})"
 
 
 @dataclass
@@ -74,13 +79,9 @@ class PartitionedRunner:
         n_ops = len(self.model.subgraphs[0].operators)
         placed = {i for p in plan.partitions for i in p.ops}
         loose = [i for i in range(n_ops) if i not in placed]  # fp16 DEQUANTIZEs the delegate folds away
-        if not plan.partitions:
-            groups = [("cpu", list(range(n_ops)))] if n_ops else []
-        else:
-            groups = [("gpu" if p.delegated else "cpu", sorted(p.ops)) for p in plan.partitions]
         built: list[Part] = []
         moved: dict[int, str] = {}  # op -> why the executor cannot run it
-        pending = _merge_neighbours(groups)
+        pending = plan_groups(plan, n_ops)
         while pending:
             kind, ops = pending.pop(0)
             part = _cut(self.model, ops, loose, kind)
@@ -147,6 +148,14 @@ class PartitionedRunner:
 
     def close(self) -> None:
         self._tmp.cleanup()
+
+
+def plan_groups(plan: SubgraphPlan, n_ops: int) -> list[tuple[str, list[int]]]:
+    """check's partitions as (kind, ops) in run order, adjacent CPU ones as one interpreter run;
+    every op on the CPU where the plan has no partition."""
+    if not plan.partitions:
+        return [("cpu", list(range(n_ops)))] if n_ops else []
+    return _merge_neighbours([("gpu" if p.delegated else "cpu", sorted(p.ops)) for p in plan.partitions])
 
 
 def _merge_neighbours(groups: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:

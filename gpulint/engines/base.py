@@ -9,8 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpulint.model.ir import Model
-from gpulint.partitioned import main_plan
-from gpulint.text import clean
+from gpulint.partitioned import main_plan, ops_summary, plan_groups
 
 
 class EngineError(RuntimeError):
@@ -43,22 +42,12 @@ def plan_parts(model: Model, target: str) -> tuple[list[tuple[str, list[int]]], 
     """check's partition plan of the main subgraph for `target`, as (kind, ops) in order (adjacent
     CPU partitions together), and the delegated ops."""
     plan = main_plan(model, target)
-    groups: list[tuple[str, list[int]]] = []
-    for p in plan.partitions:
-        kind = "gpu" if p.delegated else "cpu"
-        if groups and groups[-1][0] == kind == "cpu":  # one interpreter run, as partitioned.py runs them
-            groups[-1][1].extend(sorted(p.ops))
-        else:
-            groups.append((kind, sorted(p.ops)))
-    if not groups and model.subgraphs[0].operators:
-        groups = [("cpu", list(range(len(model.subgraphs[0].operators))))]
+    groups = plan_groups(plan, len(model.subgraphs[0].operators))
     return groups, sorted(i for p in plan.partitions if p.delegated for i in p.ops)
 
 
 def part_json(model: Model, kind: str, ops: list[int], ran_on: str) -> dict[str, Any]:
-    names = [model.op_name(model.subgraphs[0].operators[i]) for i in ops]
-    shown = ", ".join(dict.fromkeys(clean(n, 60) or "?" for n in names))  # custom op names are model text
-    return {"kind": kind, "ran_on": ran_on, "ops": list(ops), "summary": f"{len(ops)} ops ({shown})"}
+    return {"kind": kind, "ran_on": ran_on, "ops": list(ops), "summary": ops_summary(model, ops)}
 
 
 def gpu_op_count(parts: list[dict[str, Any]]) -> int:

@@ -11,6 +11,7 @@ from gpulint.compare import Verdict
 from gpulint.executor import Device
 from gpulint.model.ir import Model
 from gpulint.text import clean
+from gpulint.verify.half import as_float
 from gpulint.verify.intermediates import executor_tensors
 from gpulint.verify.request import Request
 from gpulint.verify.result import VerifyResult
@@ -60,24 +61,16 @@ def bisect(
             name = sg.tensors[t].name
             if name not in expected or name not in got:
                 continue
-            q = quant.get(name)
-            ref = _as_float(expected[name], q)
-            value = _as_float(got[name], q)
-            if ref is None or value is None or ref.shape != value.shape:
+            res = judge_tensor(name, expected[name], second.get(name), got[name], quant.get(name), policy, precision)
+            if res is None:
                 continue
             compared += 1
-            step = None  # float tensors: their CPU noise; int8 ones: quantization steps of the tensor
-            if expected[name].dtype.kind in "iu" and q is not None and q.scale:
-                step = float(q.scale[0])
-            nudged = _as_float(second[name], q) if name in second else None
-            noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
-            res = compare.judge(name, [ref], [value], policy, precision, noise, step)
             if res.metrics.get("nonfinite_in_candidate"):  # NaN/Inf where the reference has numbers
                 found = _divergence(kind, candidate, op, index, name, res, compared)
                 found["first_nonfinite"] = res.metrics["nonfinite_in_candidate"]
                 found["reason"] = (
                     f"the first op whose output has NaN/Inf where the {'original' if rewrite else 'CPU'} has "
-                    f"numbers ({res.metrics['nonfinite_in_candidate']} of {ref.size} values)"
+                    f"numbers ({res.metrics['nonfinite_in_candidate']} of {res.metrics['values']} values)"
                 )
                 if drift is not None:
                     found["drift_before"] = drift
@@ -120,9 +113,23 @@ def _divergence(kind: str, model: Model, op: Any, index: int, name: str, res: Ve
     }
 
 
-def _as_float(value: np.ndarray, q: Any) -> np.ndarray | None:
-    if value.dtype.kind == "f":
-        return value.astype(np.float32)
-    if value.dtype.kind in "iu" and q is not None and q.scale:
-        return np.asarray((value.astype(np.float64) - q.zero_point[0]) * q.scale[0], np.float32)
-    return None
+def judge_tensor(
+    name: str,
+    expected: np.ndarray,
+    second: np.ndarray | None,
+    got: np.ndarray,
+    q: Any,
+    policy: compare.Policy,
+    precision: str,
+) -> Verdict | None:
+    """One intermediate tensor judged as the outputs are, against its own CPU noise (`second`: the
+    reference's tensor from a run on inputs one ulp away, or None): float tensors by that noise,
+    int8 ones in quantization steps of the tensor. None where either side is not a float or
+    quantized tensor, or the shapes differ: nothing to compare element by element."""
+    ref, value = as_float(expected, q), as_float(np.asarray(got), q)
+    if ref is None or value is None or ref.shape != value.shape:
+        return None
+    step = float(q.scale[0]) if expected.dtype.kind in "iu" and q is not None and q.scale else None
+    nudged = as_float(second, q) if second is not None else None
+    noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
+    return compare.judge(name, [ref], [value], policy, precision, noise, step)

@@ -24,7 +24,8 @@ from gpulint.model.ir import Model, clone
 from gpulint.model.write import write
 from gpulint.passes.edit import prune
 from gpulint.text import clean
-from gpulint.verify.divergence import _as_float
+from gpulint.verify.divergence import judge_tensor
+from gpulint.verify.half import as_float
 from gpulint.verify.npz import save_reference
 from gpulint.verify.request import Request
 
@@ -92,13 +93,10 @@ class _Judge:
         except EngineError as e:
             return str(e)
         q = self.quant.get(name)
-        ref, value = _as_float(self.expected[name], q), _as_float(np.asarray(got), q)
-        nudged = _as_float(self.second[name], q) if name in self.second else None
-        if ref is None or value is None:
-            return "not a float or quantized tensor"
-        noise = compare.noise_map([ref], [nudged]) if nudged is not None and nudged.shape == ref.shape else None
-        step = float(q.scale[0]) if self.expected[name].dtype.kind in "iu" and q is not None and q.scale else None
-        return compare.judge(name, [ref], [value], compare.EXECUTOR_VS_CPU, self.req.precision, noise, step)
+        v = judge_tensor(
+            name, self.expected[name], self.second.get(name), got, q, compare.EXECUTOR_VS_CPU, self.req.precision
+        )
+        return "not comparable with the CPU's tensor (another shape, or not a number)" if v is None else v
 
 
 def bisect_prefixes(
@@ -113,7 +111,7 @@ def bisect_prefixes(
     for index, op in enumerate(sg.operators):
         for t in op.outputs[:1]:
             name = sg.tensors[t].name or ""
-            if name in judge.expected and _as_float(judge.expected[name], judge.quant.get(name)) is not None:
+            if name in judge.expected and as_float(judge.expected[name], judge.quant.get(name)) is not None:
                 points.append((index, t, name))
     found: tuple[int, compare.Verdict | str] | None = None
     lo, hi = 0, len(points) - 1

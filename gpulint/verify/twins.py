@@ -12,7 +12,7 @@ import numpy as np
 
 from gpulint import compare, reference
 from gpulint.model.ir import Model
-from gpulint.partitioned import PartitionedRunner, main_plan
+from gpulint.partitioned import main_plan
 from gpulint.verify.request import Request
 
 HYBRID_NOTE = (
@@ -63,11 +63,6 @@ def make_twins(req: Request, original: Model, candidate: Model, tmp: str, gpu_op
     hybrid_count = counts[1][0] or counts[0][0]
     int8_count = counts[1][1] or counts[0][1]
     return Twins(paths[0], paths[1], hybrid_count, int8_count)
-
-
-def gpu_side(runner: PartitionedRunner) -> set[int]:
-    """The ops the runner runs on the executor (the delegated ones it could lower)."""
-    return {i for p in runner.parts if p.kind == "gpu" for i in p.ops}
 
 
 def delegated_ops(model: Model, target: str) -> set[int]:
