@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -109,3 +113,28 @@ def needs_accelerator() -> pytest.MarkDecorator:
     """Skip, saying why, where LiteRT's GPU accelerator cannot run."""
     why = accelerator_unavailable()
     return pytest.mark.skipif(why is not None, reason=why or "-")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_tracked(dst: Path, paths: list[str]) -> None:
+    """The checkout's git-tracked files under `paths`, as they are in the work tree, copied into
+    `dst` at the same relative paths (a file deleted in the work tree is not there to copy)."""
+    listed = subprocess.run(["git", "ls-files", "-z", *paths], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.split(b"\0")):
+        src = ROOT / name.decode()
+        if src.is_file():
+            (dst / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / name.decode())
+
+
+def refused_reshape(g: Any, y: int) -> int:
+    """RESHAPE of [1, 4, 4, 8] `y` to a shape PACKed from its run-time batch (SHAPE ->
+    STRIDED_SLICE -> PACK): a dynamic-sized tensor, so the interpreter refuses the delegate."""
+    shape = g.op("SHAPE", [y], [4], dtype="INT32")
+    ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 0), ("e", 1), ("s", 1))]
+    batch = g.op("STRIDED_SLICE", [shape, *ends], [], dtype="INT32", options=dict(shrink_axis_mask=1))
+    n = g.const("n", np.array(128, np.int32))
+    target = g.op("PACK", [batch, n], [2], dtype="INT32", options=dict(values_count=2))
+    return int(g.op("RESHAPE", [y, target], [1, 128]))

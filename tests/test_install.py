@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import copy_tracked
 
 from gpulint.model import write
 from gpulint.model.build import ModelBuilder
@@ -191,17 +192,7 @@ def test_a_run_that_names_its_command_builds_only_it() -> None:
 
 def tracked_sources(dst: Path) -> None:
     """The files a checkout has that a build reads: pyproject.toml, README, LICENSE, the package."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "pyproject.toml", "README.md", "LICENSE", "gpulint"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        src = ROOT / name.decode()
-        if src.is_file():  # a file deleted in the work tree is not there to build
-            (dst / src.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / src.relative_to(ROOT))
+    copy_tracked(dst, ["pyproject.toml", "README.md", "LICENSE", "gpulint"])
     shutil.copy2(ROOT / "pyproject.toml", dst / "pyproject.toml")
 
 

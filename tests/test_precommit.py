@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import copy_tracked
 
 from gpulint.model import write
 from gpulint.model.build import ModelBuilder
@@ -26,17 +27,7 @@ def hook_repository(dst: Path, git: list[str]) -> str:
     """The checkout as pre-commit sees a hook repository: its hook manifest and the package's sources
     (as they are in the work tree, as `pre-commit try-repo` takes them) committed in a repository
     of their own; the commit's SHA. pre-commit's store then keeps the environment it installs."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", ".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "LICENSE", "gpulint"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        src = ROOT / name.decode()
-        if src.is_file():
-            (dst / name.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / name.decode())
+    copy_tracked(dst, [".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "LICENSE", "gpulint"])
     subprocess.run([*git, "init", "-q"], cwd=dst, check=True)
     subprocess.run([*git, "add", "."], cwd=dst, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "hooks"], cwd=dst, check=True)

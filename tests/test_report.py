@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import corpus_file
+from helpers import refused_reshape
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -166,12 +167,7 @@ def refused_model(tmp_path: Path) -> Path:
     g = mb.subgraph("main")
     x = g.input("x", [1, 4, 4, 8])
     y = g.op("RELU", [x], [1, 4, 4, 8])
-    shape = g.op("SHAPE", [y], [4], dtype="INT32")
-    ends = [g.const(n, np.array([v], np.int32)) for n, v in (("b", 0), ("e", 1), ("s", 1))]
-    batch = g.op("STRIDED_SLICE", [shape, *ends], [], dtype="INT32", options=dict(shrink_axis_mask=1))
-    n = g.const("n", np.array(128, np.int32))
-    target = g.op("PACK", [batch, n], [2], dtype="INT32", options=dict(values_count=2))
-    g.output(g.op("RESHAPE", [y, target], [1, 128]))
+    g.output(refused_reshape(g, y))
     path = tmp_path / "refused.tflite"
     write(mb.build(), path)
     return path
