@@ -118,6 +118,10 @@ def render_target(t: Target) -> str:
         lines.append(f"  {name:<28} {version:<12} checks: {checks}" + (f"; at init: {init}" if init else ""))
         lines.append(f"  {'':<28} source: {support.source or t.source}")
     for b in t.backends.values():
-        extra = [*(f"{op}: no kernel" for op in b.no_kernel), *b.graph_checks]
+        extra = [
+            *(f"{op}: no kernel" for op in b.no_kernel),
+            *(f"{op}: {', '.join(c.name for c in calls)} at init" for op, calls in b.init_checks.items()),
+            *b.graph_checks,
+        ]
         lines.append(f"  backend {b.name} ({b.title}): {', '.join(extra) or 'no known limits'}; source: {b.source}")
     return "\n".join(lines)
