@@ -1,16 +1,19 @@
 """`check --matrix`: one row per model, one column per device family gpulint models.
 
-A column is a target pack and, for the classic delegate, one of its backends: Android devices
-run the classic delegate on OpenCL where they have it and on OpenGL ES where they do not. Each
+A column is a target pack and, for the classic delegate and LiteRT's GPU accelerator, one of its
+backends: Android devices run the classic delegate on OpenCL where they have it and on OpenGL ES
+where they do not; LiteRT's accelerator (ML Drift) runs on OpenCL on Android, on Metal on Apple
+devices and on WebGPU on desktops and in browsers. Each
 cell says what happens there - ready (everything on the GPU), partial, init-failure, refused
 (the interpreter refuses the delegate for the whole graph) or none (nothing delegated) - with
 the share of ops the delegate takes, its partitions and the first reason.
 
-The targets share the model's Graphs (and their cached op signatures): the classic delegate is
-linted once for both Android columns, since its backends differ only in what fails at init.
+The targets share the model's Graphs (and their cached op signatures): each target is linted
+once for all its columns, since its backends differ only in what fails at init.
 
 Every cell is a prediction from the rules. With `run_litert` (`check --matrix --run-litert-gpu`)
-the LiteRT GPU accelerator column is also tried on this machine: each model is compiled on LiteRT's
+the LiteRT GPU accelerator's WebGPU column (id `litert-gpu`, as before the backends had columns) is
+also tried on this machine, the one backend ai-edge-litert ships for Linux: each model is compiled on LiteRT's
 real accelerator (gpulint.engines' litert-gpu engine, at its default half precision) and its cell
 says "ran here", with the ops the accelerator took and whether that is what the column predicts,
 or why it did not run (no WebGPU adapter, a compile failure).
@@ -41,12 +44,16 @@ class Column:
 COLUMNS = (
     Column("android-opencl", "Android OpenCL", "classic", "opencl"),
     Column("android-opengl", "Android OpenGL ES", "classic", "opengl"),
-    Column("litert-gpu", "LiteRT GPU accelerator", "litert-gpu"),
+    Column("litert-opencl", "LiteRT OpenCL (Android)", "litert-gpu", "opencl"),
+    Column("litert-metal", "LiteRT Metal (Apple)", "litert-gpu", "metal"),
+    # The WebGPU backend keeps the column's id and title from before the backends had columns: it is
+    # the one --run-litert-gpu compiles on (ai-edge-litert's accelerator on Linux is WebGPU).
+    Column("litert-gpu", "LiteRT GPU accelerator", "litert-gpu", "webgpu"),
     Column("ios-metal", "iOS Metal", "metal"),
     Column("ios-coreml", "iOS Core ML", "coreml"),
 )
 OUTCOMES = ("ready", "partial", "init-failure", "refused", "none")
-RUN_COLUMN = "litert-gpu"  # the column --run-litert-gpu tries on the real accelerator
+RUN_COLUMN = "litert-gpu"  # the column --run-litert-gpu tries on the real accelerator (its WebGPU backend)
 RUN_PRECISION = "fp16"  # the accelerator's default (half), as apps get it
 
 

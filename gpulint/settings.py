@@ -28,7 +28,9 @@ class Settings:
     per_op_ignores: dict[str, list[str]] = field(default_factory=dict)
     target: str = "classic"
     quantized: bool = True
-    backend: str = "both"  # opencl | opengl | both: which of the delegate's backends must build the graph
+    # opencl | opengl (classic) | metal | webgpu (litert-gpu) | both or all: which of the target's
+    # backends must build the graph (both and all: every one it has)
+    backend: str = "both"
     rules: list[Path] = field(default_factory=list)
     config: Path | None = None
     target_settings: dict[str, Any] = field(default_factory=dict)  # a target's own options (--coreml-version)
@@ -47,7 +49,8 @@ CONFIG_KEYS = {
     "coreml-version",
     "coreml-all-devices",
 }
-BACKENDS = ("opencl", "opengl", "both")
+EVERY_BACKEND = ("both", "all")  # every backend of the target (both: the classic delegate's name for it)
+BACKENDS = ("opencl", "opengl", "metal", "webgpu", *EVERY_BACKEND)
 COREML_VERSIONS = (2, 3)
 
 
@@ -202,9 +205,10 @@ def resolve(given: Overrides, cwd: Path | None = None, matrix: bool = False) -> 
     # The target's pack is read here, not at the first model: a pack that cannot be read (a
     # built-in one too) is one error before any work, never a traceback halfway.
     target = targets[settings.target]
-    if settings.backend != "both" and settings.backend not in target.backends and not matrix:
-        # --backend picks one of the Android delegate's backends; a target without it would
-        # otherwise be checked with none of its own backends (Metal's, Core ML's boundary checks).
+    if settings.backend not in EVERY_BACKEND and settings.backend not in target.backends and not matrix:
+        # --backend picks one of the target's backends (the classic delegate's OpenCL/OpenGL ES,
+        # LiteRT's accelerator's OpenCL/Metal/WebGPU); a target without it would otherwise be
+        # checked with none of its own backends (Metal's, Core ML's boundary checks).
         raise SettingsError(
             f"backend `{settings.backend}` does not apply to target `{settings.target}` "
             f"(its backends: {', '.join(target.backends) or 'none'}); give --backend both"

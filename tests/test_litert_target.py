@@ -37,9 +37,9 @@ def both(m: Model) -> tuple[Placement, Placement]:
     return place(m, "classic"), place(m, "litert-gpu")
 
 
-def test_target_loads_with_a_webgpu_backend_and_mdb_sources() -> None:
+def test_target_loads_with_its_backends_and_mdb_sources() -> None:
     t = TARGETS["litert-gpu"]
-    assert set(t.backends) == {"webgpu"}
+    assert set(t.backends) == {"opencl", "metal", "webgpu"}  # the backends: tests/test_litert_backends.py
     assert "DENSIFY" not in t.ops and "ARG_MAX" in t.ops and "TOPK_V2" in t.ops
     assert all(s.source for s in t.ops.values()), "every op cites its source"
 

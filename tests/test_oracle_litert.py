@@ -22,13 +22,17 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS_FILES, corpus_params
+from litert_backends import FC_CASES, FcCase
 from oracle.grid import cases
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
 from gpulint.check import Settings, check_file
+from gpulint.model import write
 
-SETTINGS = Settings(target="litert-gpu")  # quantized ops on: the accelerator always allows them
+# Quantized ops on (the accelerator always allows them); the WebGPU backend, the one the oracle runs
+# (its OpenCL and Metal backends are held to their sources in tests/test_litert_backends.py).
+SETTINGS = Settings(target="litert-gpu", backend="webgpu")
 OUTSIDE = "outside the delegated partition"
 UNDECIDED = ("crash", "error")
 
@@ -190,6 +194,39 @@ def test_grid_model(
     expect_agreement(request, cid)
     path = oracle_grid_models[cid]
     compare(f"grid {cid}", path, grid_answers[str(path)])
+
+
+# -- (d) the backends (#38): dynamic-range FULLY_CONNECTED, both sides -------------------------
+
+
+@pytest.fixture(scope="module")
+def backend_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("backends")
+    out = {}
+    for case in FC_CASES:
+        out[case.id] = folder / f"{case.id}.tflite"
+        write(case.model(), out[case.id])
+    return out
+
+
+@pytest.fixture(scope="module")
+def backend_answers(litert_oracle: Any, backend_models: dict[str, Path]) -> dict[str, Any]:
+    return dict(litert_oracle(list(backend_models.values())))
+
+
+@pytest.mark.parametrize("case", FC_CASES, ids=lambda c: c.id)
+def test_backend_case_on_webgpu(case: FcCase, backend_models: dict[str, Path], backend_answers: dict[str, Any]) -> None:
+    """The WebGPU backend builds every dynamic-range FULLY_CONNECTED the OpenCL and Metal backends
+    fail on (ranks 3 and 4) and those they build: the oracle and `--backend webgpu` agree on each, and
+    the default (every backend) says init-failure exactly where the OpenCL/Metal condition holds."""
+    path = backend_models[case.id]
+    res = backend_answers[str(path)]
+    compare(f"backend case {case.id}", path, res)
+    assert res.outcome == "ok", res.words  # measured: WebGPU builds all of them
+    every = check_file(str(path), Settings(target="litert-gpu"))
+    failing = sorted(b for b, o in every.backends.items() if o["init"] == "init-failure")
+    assert failing == (["metal", "opencl"] if case.fails_on_opencl_and_metal else []), every.reason
+    assert every.backends["webgpu"]["init"] == "ok"
 
 
 # -- the README's table -----------------------------------------------------------------------

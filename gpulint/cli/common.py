@@ -170,8 +170,9 @@ Quantized = Annotated[
 Backend = Annotated[
     str | None,
     typer.Option(
-        help="The delegate backend that must build the graph: opencl, opengl (devices without OpenCL), "
-        "or both (default)."
+        help="The backend that must build the graph: opencl or opengl (classic: devices without OpenCL), "
+        "opencl, metal or webgpu (litert-gpu: Android, Apple, desktop/browser), or both (default; also all): "
+        "every backend of the target."
     ),
 ]
 Select = Annotated[

@@ -447,3 +447,31 @@ def md_embedding_lookup(sig: OpSignature) -> str | None:
         if table.shape[i] != out.shape[i]:
             return f"Expected {table.shape[i]}, but got {out.shape[i]} for output.dim[{i}]."
     return None
+
+
+@check
+def md_drq_fully_connected_batch(sig: OpSignature) -> str | None:
+    """A dynamic-range quantized FULLY_CONNECTED (a runtime float input, constant INT8 weights with
+    their own quantization, no DEQUANTIZE between) on an input of rank 3 or 4, as ML Drift's OpenCL
+    and Metal backends fail to build it. The parser takes it (mdb FullyConnectedOperationParser
+    3395-3410 makes a FULLY_CONNECTED_INT8 node and adds its outputs without the reshape of the float
+    path, 3460-3465); its kernel is in @ml_drift, outside the repository, and writes its output
+    without a batch coordinate while the rows sit on the BATCH axis, which ml_drift's
+    TensorDescriptor refuses ("Unable to parse bc coord for BATCH axis.", its tensor_desc_test
+    GetAddressFailedDueToMissingBatchCoord; a BHWC layout only when b != 1, as in
+    tflite/delegates/gpu/common/gpu_model.cc 238). Reported on OpenCL (Mali, LiteRT 2.1.3 and
+    2.1.5: google-ai-edge/LiteRT#9277, a rank-3 input; the rank-2 variant compiles) and on Metal
+    (macOS, issue #38's op matrix); the WebGPU backend builds it (measured here, ai-edge-litert
+    2.3.0 on lavapipe, ranks 2-4 with and without an ADD after it)."""
+    x, w = sig.input(0), sig.input(1)
+    if x is None or w is None or not x.runtime or x.dtype not in FLOAT_TYPES:
+        return None
+    if not w.is_const or w.dtype != "INT8" or w.quant is None or not w.quant.scale:
+        return None
+    if x.rank < 3:
+        return None
+    return (
+        "Failed to create DelegateKernelLiteRt: INVALID_ARGUMENT: Unable to parse bc coord for BATCH axis. "
+        f"Layout is bhwc (a dynamic-range int8 FULLY_CONNECTED on the rank-{x.rank} input {list(x.shape)}; "
+        "google-ai-edge/LiteRT#9277)"
+    )

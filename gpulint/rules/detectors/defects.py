@@ -110,7 +110,11 @@ def litert_rank3_batch_matmul(v: SubgraphView, sig: OpSignature) -> Iterator[Hit
 
 @detector("GPU805", "op")
 def litert_drq_fully_connected_add(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
-    if not (_litert(v) and sig.op == "FULLY_CONNECTED" and v.on_gpu(sig) and sig.outputs):
+    # The op runs on the GPU on some backend checked: with every backend it is an init failure on
+    # OpenCL and Metal (md_drq_fully_connected_batch, GPU203) and still built on WebGPU.
+    p = v.placed[sig.index]
+    some = p.placement == "init-failure" and 0 < len(p.backend_failures) < v.backends
+    if not (_litert(v) and sig.op == "FULLY_CONNECTED" and (v.on_gpu(sig) or some) and sig.outputs):
         return
     x, w = sig.input(0), sig.input(1)
     if x is None or w is None or not x.runtime or x.dtype != "FLOAT32" or x.rank != 3:
