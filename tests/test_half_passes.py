@@ -238,6 +238,35 @@ def test_split_reduction_only_where_it_helps() -> None:
     assert _run(out, "split-reduction")[1].changes == []
 
 
+def masked_mean() -> Model:
+    """(x * mask) summed over 4096 positions, DIV by the mask's own SUM: a masked mean as litert-torch
+    writes it, the divisor computed after the SUM it divides."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x, m = g.input("x", [1, 4096, 8]), g.input("mask", [1, 4096, 1])
+    s = _reduce(g, "SUM", g.op("MUL", [x, m], [1, 4096, 8]), [1, 8], 1, keep=False)
+    count = _reduce(g, "SUM", m, [1, 1], 1, keep=False)
+    g.output(g.op("DIV", [s, count], [1, 8], out_name="mean"))
+    return mb.build()
+
+
+def test_split_reduction_divides_by_a_runtime_divisor(tmp_path: Path) -> None:
+    path = tmp_path / "masked_mean.tflite"
+    write(masked_mean(), path)
+    r = np.random.default_rng(0)
+    mask = (r.uniform(0, 1, (1, 4096, 1)) < 0.75).astype(np.float32)
+    inputs = [r.uniform(0, 255, (1, 4096, 8)).astype(np.float32), mask]
+    out, report = fix_model(path, read(path), select_passes(["split-reduction"], False), PassOptions(), inputs=inputs)
+    assert report.verified and not report.rejected, report.skipped
+    words = report.applied[0].changes[0]
+    assert "each divided by" in words and "split into 128 groups of 32" in words, words
+    assert max(report.max_error) <= 1e-4 * 255, report.max_error
+    ops = [out.op_name(op) for op in out.subgraphs[0].operators]
+    # the mask's SUM first: the divisor's RESHAPE reads it
+    assert ops == ["MUL", "SUM", "RESHAPE", "SUM", "RESHAPE", "DIV", "SUM", "RESHAPE"], ops
+    assert registry()["split-reduction"].run(out, PassOptions()).changes == []  # a fixed point
+
+
 def test_half_passes_are_opt_in_and_say_what_they_preserve(tmp_path: Path) -> None:
     passes = registry()
     for name in HALF:

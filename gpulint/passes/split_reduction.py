@@ -3,7 +3,11 @@ stay in half's range.
 
     y = MUL(SUM(x, axes), c)       ->  x4 = RESHAPE(x, [P, G, n/G, Q])
       (or DIV(SUM(x, axes), c))        y = RESHAPE(SUM(MUL(SUM(x4, 2), c), 1), shape of y)
+    y = DIV(SUM(x, axes), d)       ->  y = RESHAPE(SUM(DIV(SUM(x4, 2), RESHAPE(d)), 1), shape of y)
     y = MEAN(x, axes)              ->  y = RESHAPE(MEAN(MEAN(x4, 2), 1), shape of y)
+
+(d a run-time divisor, one value or one per output: a masked mean, (x * mask).sum / mask.sum, as
+litert-torch writes it.)
 
 A mean written out as a SUM and a scale (a hand-written global pool, a masked average, an
 EfficientNet head) stores the whole sum in half before it scales it: above 65504 it is Inf,
@@ -61,8 +65,12 @@ def groups(n: int, total: float | None) -> int | None:
     return above[-1]
 
 
-def _scale(model: Model, sg: Subgraph, red: Operator) -> tuple[Operator, float] | None:
-    """The MUL or DIV by a scalar constant that alone reads a SUM's result, as a factor."""
+Scale = tuple[Operator, float | None, int | None]  # the MUL / DIV, its constant factor or its run-time divisor
+
+
+def _scale(model: Model, sg: Subgraph, red: Operator) -> Scale | None:
+    """The MUL or DIV by a scalar constant, or the DIV by a run-time divisor of one value or of the
+    SUM's shape, that alone reads a SUM's result."""
     r = only_reader(sg, red.outputs[0], consumers(sg))
     if r is None:
         return None
@@ -77,10 +85,16 @@ def _scale(model: Model, sg: Subgraph, red: Operator) -> tuple[Operator, float] 
     if len(other) != 1 or (name == "DIV" and op.inputs[0] != red.outputs[0]):
         return None
     value = const_value(model, sg, other[0])
-    if value is None or value.size != 1 or value.dtype != np.float32 or float(value.ravel()[0]) == 0.0:
+    if value is None:
+        d, s, y = (sg.tensors[t] for t in (other[0], red.outputs[0], op.outputs[0]))
+        fits = math.prod(d.shape) == 1 or list(d.shape) == list(s.shape)
+        if name == "DIV" and is_float(sg, other[0]) and not d.is_dynamic and fits and list(y.shape) == list(s.shape):
+            return op, None, other[0]
+        return None
+    if value.size != 1 or value.dtype != np.float32 or float(value.ravel()[0]) == 0.0:
         return None
     c = float(value.ravel()[0])
-    return op, (c if name == "MUL" else 1.0 / c)
+    return op, (c if name == "MUL" else 1.0 / c), None
 
 
 def run(model: Model, options: PassOptions) -> PassResult:
@@ -134,13 +148,15 @@ def _one(model: Model, sg: Subgraph, red: Operator, mags: Magnitudes) -> tuple[b
         return False, f"{what}: {n} has no divisor to split it by"
     _apply(model, sg, red, axes, g, scale)
     partial = f", partial sums up to {total / g:.3g}" if total is not None else ""
-    scaled = f", each scaled by {scale[1]:.3g} before the outer SUM" if scale is not None else ""
+    scaled = ""
+    if scale is not None and scale[1] is not None:
+        scaled = f", each scaled by {scale[1]:.3g} before the outer SUM"
+    elif scale is not None and scale[2] is not None:
+        scaled = f", each divided by `{sg.tensors[scale[2]].name}` before the outer SUM"
     return True, f"{what} split into {g} groups of {n // g}{scaled}{partial}"
 
 
-def _apply(
-    model: Model, sg: Subgraph, red: Operator, axes: list[int], g: int, scale: tuple[Operator, float] | None
-) -> None:
+def _apply(model: Model, sg: Subgraph, red: Operator, axes: list[int], g: int, scale: Scale | None) -> None:
     x = red.inputs[0]
     like = sg.tensors[x]
     shape = like.shape
@@ -163,15 +179,22 @@ def _apply(
     ops = [reshape(x, four, x4), reducer(model, kind, x4, axis(2), inner, True)]
     if scale is not None:
         scaled = new_tensor(sg, like, "partial_scaled", [p, g, 1, q])
-        c = add_const(model, sg, f"{like.name}/split_scale", np.array([scale[1]], np.float32))
-        ops.append(binary(model, "MUL", inner, c, scaled))
+        if scale[1] is not None:
+            c = add_const(model, sg, f"{like.name}/split_scale", np.array([scale[1]], np.float32))
+            ops.append(binary(model, "MUL", inner, c, scaled))
+        elif scale[2] is not None:  # the divisor, one value or one per output, laid out as [P, 1, 1, Q]
+            d = scale[2]
+            dims = [1, 1, 1, 1] if math.prod(sg.tensors[d].shape) == 1 else [p, 1, 1, q]
+            d4 = new_tensor(sg, sg.tensors[d], "split_divisor", dims)
+            ops += [reshape(d, dims, d4), binary(model, "DIV", inner, d4, scaled)]
         inner = scaled
     outer = new_tensor(sg, like, "total", [p, 1, 1, q])
     ops += [reducer(model, kind, inner, axis(1), outer, True), reshape(outer, list(sg.tensors[final].shape), final)]
-    i = sg.operators.index(red)
+    # in the place of the last op replaced (the scale's: a run-time divisor may be computed after the SUM)
+    i = sg.operators.index(final_op)
     sg.operators[i : i + 1] = ops
     if scale is not None:
-        sg.operators.remove(scale[0])
+        sg.operators.remove(red)
 
 
 PASS = Pass(
