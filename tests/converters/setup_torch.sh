@@ -44,3 +44,13 @@ fi
 folder=$(echo "$out" | tail -n1)  # the script's last line
 failed=$(grep -cE '^[a-z0-9]+_[a-z0-9]+\.tflite: [A-Za-z]+Error' "$CACHE/build.log")
 echo "PyTorch corpus ready in $folder ($((SECONDS - start)) s; models the converter refused: ${failed:-0})" >&2
+
+# The half-precision corpus of issue #39 (tests/converters/torch_half_build.py, float32 only, a few seconds),
+# beside the main one: CACHE-half (.converter-cache/torch-half by default).
+HALF="${CACHE%/}-half"
+mkdir -p "$HALF" || note "cannot write $HALF"
+if ! out=$("$VENV/bin/python" tests/converters/torch_half_build.py "$HALF" 2> "$HALF/build.log"); then
+  tail -5 "$HALF/build.log" >&2
+  note "the half-precision corpus build failed (log: $HALF/build.log)"
+fi
+echo "PyTorch half-precision corpus ready in $(echo "$out" | tail -n1)" >&2
