@@ -57,6 +57,9 @@ class FixReport:
     ops_after: Counter[str] = field(default_factory=Counter)
     tensors_before: int = 0
     tensors_after: int = 0
+    # with calibration inputs: what the fixed model still takes past half's range, and the ways to keep it
+    # in float (gpulint.passes.keep_float), one line each
+    keep_float: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -210,6 +213,13 @@ def fix_model(
         report.rejected.append(f"{failed[0]}: not applied: {failed[1]}")
     report.verified = verify
     final = snapshots[-1] if snapshots else clone(original)
+    if options.calibration and any(p.opt_in for p in passes):
+        from gpulint.passes.keep_float import overflows
+
+        try:
+            report.keep_float = [o.describe() for o in overflows(final, inputs)]
+        except reference.ReferenceError as e:
+            report.keep_float = [f"cannot say what is left past half's range: {e}"]
     report.ops_after = op_histogram(final)
     report.tensors_after = tensor_count(final)
     return final, report

@@ -45,7 +45,10 @@ def fix(
         Path | None,
         typer.Option(
             help="Calibration inputs (.npz, by input name or arr_0...): the half-precision passes size their "
-            "scales from the values the original reaches on them, and the proof runs on them."
+            "scales from the values the original reaches on them, and the proof runs on them. With a "
+            "half-precision pass asked for, fix then names each op the fixed model still takes past half's range "
+            "and the two ways to keep it in float: the whole graph (each runtime's precision option) or the op on "
+            "the CPU (the GPU ops that costs on the classic delegate)."
         ),
     ] = None,
     keep_fp16: Annotated[

@@ -38,6 +38,7 @@ def render_fix(path: str, report: FixReport, unsafe: list[str], diff: str | None
         lines.append(f"{path}: verified on the LiteRT CPU interpreter: max abs error per output {errs}")
     if not report.applied:
         lines.append(f"{path}: nothing to change")
+    lines += [f"{path}: keep in float: {clean(line, 800)}" for line in report.keep_float]
     return "\n".join(lines)
 
 
