@@ -162,3 +162,25 @@ def test_fp16_fails_before_and_passes_after(name: str, engine: str, folder: str,
         print(f"\n{name} on {engine}: fp16 before {_error(before)}, after {_error(after)}")
     assert before["status"] == ("PASS" if (name, engine) in PASSES_BEFORE else "FAIL"), before["outputs"][0]["reason"]
     assert after["status"] == "PASS", after["outputs"][0]["reason"]
+
+
+TF_CORPUS = ROOT.parent / "shared" / "models" / "tfconv"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_transformer_block_in_150_fails_before_and_passes_after(tmp_path: Path, engine: str, capsys: Any) -> None:
+    """The TF converter's post-norm Keras block on inputs in +-150: its first LayerNorm's squares (1.4e5) and its
+    attention's Q.K^T (1.2e5, the scaled logits 3.3e4) overflow half; scaled-variance and scale-logits together
+    keep both in range (the same block in +-300 has logits of 1.3e5: tests/test_keep_float.py)."""
+    path = TF_CORPUS / "transformer_block_32x48_f32.tflite"
+    if not path.exists():
+        pytest.skip(f"no shared corpus model {path}")
+    npz, out = tmp_path / "x.npz", tmp_path / "fixed.tflite"
+    np.savez(npz, np.random.default_rng(0).uniform(-150, 150, (1, 32, 48)).astype(np.float32))
+    r = runner.invoke(app, ["fix", str(path), "--unsafe-fixes", "--inputs", str(npz), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert ": scale-logits: " in r.stdout and ": scaled-variance: " in r.stdout and "keep in float" not in r.stdout
+    before, after = _verify(path, path, npz, engine), _verify(path, out, npz, engine)
+    with capsys.disabled():
+        print(f"\ntransformer_block +-150 on {engine}: fp16 before {_error(before)}, after {_error(after)}")
+    assert (before["status"], after["status"]) == ("FAIL", "PASS"), after["outputs"][0]["reason"]

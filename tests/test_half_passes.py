@@ -25,7 +25,7 @@ from gpulint.model.build import ModelBuilder, SubgraphBuilder
 from gpulint.passes import PassOptions, preserved, registry
 
 runner = CliRunner()
-HALF = ("stable-softmax", "scaled-variance", "split-reduction")
+HALF = ("stable-softmax", "scaled-variance", "split-reduction", "scale-logits")
 
 
 def _axis(g: SubgraphBuilder, a: int | list[int]) -> int:
@@ -124,6 +124,21 @@ def pooled_sum() -> Model:
     return _model(build)
 
 
+def attention_logits(op: str = "MUL") -> Model:
+    """Self-attention's logits as converters write them: BATCH_MATMUL(x, x^T) over 12 features, then MUL by
+    1/sqrt(12) (or DIV by sqrt(12)), then SOFTMAX."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 32, 12])
+        kt = g.op("TRANSPOSE", [x, g.const("perm", np.array([0, 2, 1], np.int32))], [1, 12, 32], out_name="kt")
+        s = g.op("BATCH_MATMUL", [x, kt], [1, 32, 32], options=dict(adj_x=False, adj_y=False), out_name="qk")
+        c = 1 / np.sqrt(12) if op == "MUL" else np.sqrt(12)
+        logits = g.op(op, [s, g.const("c", np.array([c], np.float32))], [1, 32, 32], out_name="logits")
+        return g.op("SOFTMAX", [logits], [1, 32, 32], options=dict(beta=1.0), out_name="p")
+
+    return _model(build)
+
+
 def _uniform(shape: list[int], lo: float, hi: float, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
 
@@ -145,6 +160,8 @@ CASES: dict[str, tuple[Callable[[], Model], str, Callable[[], np.ndarray]]] = {
     "layernorm-eps-1e-12": (lambda: layernorm(1e-12), "scaled-variance", lambda: _flat_rows([1, 16, 768], 0.004)),
     "sum-times-1/n": (sum_mean, "split-reduction", lambda: _uniform([1, 4, 4096], 0, 100)),
     "sum-over-hw-div-n": (pooled_sum, "split-reduction", lambda: _uniform([1, 64, 64, 8], 0, 100)),
+    # Q.K^T up to 1.2e5, the scaled logits 3.5e4
+    "attention-logits": (attention_logits, "scale-logits", lambda: _uniform([1, 32, 12], -100, 100)),
 }
 
 
@@ -236,6 +253,28 @@ def test_split_reduction_only_where_it_helps() -> None:
     assert "split into 64 groups of 64, each scaled by 0.000244" in result.changes[0]
     assert [out.op_name(op) for op in out.subgraphs[0].operators] == ["RESHAPE", "SUM", "MUL", "SUM", "RESHAPE"]
     assert _run(out, "split-reduction")[1].changes == []
+
+
+def test_scale_logits_rewrites() -> None:
+    for op in ("MUL", "DIV"):
+        out, result = _run(attention_logits(op), "scale-logits")
+        assert len(result.changes) == 1 and "x0.289" in result.changes[0], result.changes
+        ops = [out.op_name(o) for o in out.subgraphs[0].operators]
+        assert ops == ["TRANSPOSE", "MUL", "BATCH_MATMUL", "SOFTMAX"], ops
+        sg = out.subgraphs[0]
+        assert sg.tensors[sg.operators[2].outputs[0]].name == "logits"  # the scale's output, kept
+        assert registry()["scale-logits"].run(out, PassOptions()).changes == []  # a fixed point
+
+
+def test_scale_logits_leaves_a_product_another_op_reads() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 4])
+        kt = g.op("TRANSPOSE", [x, g.const("perm", np.array([0, 2, 1], np.int32))], [1, 4, 8])
+        s = g.op("BATCH_MATMUL", [x, kt], [1, 8, 8], options=dict(adj_x=False, adj_y=False))
+        scaled = g.op("MUL", [s, g.const("c", np.array([0.5], np.float32))], [1, 8, 8])
+        return g.op("ADD", [scaled, s], [1, 8, 8])
+
+    assert _run(_model(build), "scale-logits")[1].changes == []
 
 
 def masked_mean() -> Model:

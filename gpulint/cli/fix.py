@@ -35,7 +35,8 @@ def fix(
             "fp32 rounding; run when named or with --unsafe-fixes): stable-softmax (max subtracted before EXP), "
             "scaled-variance (squares of values scaled by 2^-k, undone after the root; k from --inputs or the "
             "graph's bounds), split-reduction (a long SUM/MEAN in two levels whose partial sums stay in half's "
-            "range). `gpulint fix` README table: what each does."
+            "range), scale-logits (an attention's 1/sqrt(d) applied to the query before BATCH_MATMUL, not to the "
+            "product after it). `gpulint fix` README table: what each does."
         ),
     ] = None,
     unsafe_fixes: Annotated[

@@ -67,6 +67,7 @@ def registry() -> dict[str, Pass]:
         quantized_to_float,
         remove_identity,
         rgba_input,
+        scale_logits,
         scaled_variance,
         split_reduction,
         stable_softmax,
@@ -86,5 +87,6 @@ def registry() -> dict[str, Pass]:
         stable_softmax.PASS,
         scaled_variance.PASS,
         split_reduction.PASS,
+        scale_logits.PASS,
     ]
     return {p.name: p for p in passes}
