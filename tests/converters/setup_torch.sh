@@ -48,9 +48,10 @@ echo "PyTorch corpus ready in $folder ($((SECONDS - start)) s; models the conver
 # The half-precision corpus of issue #39 (tests/converters/torch_half_build.py, float32 only, a few seconds),
 # beside the main one: CACHE-half (.converter-cache/torch-half by default).
 HALF="${CACHE%/}-half"
-mkdir -p "$HALF" || note "cannot write $HALF"
+half_note() { echo "note: $*; the half-precision corpus tests (tests/test_half_corpus.py) will skip" >&2; exit 3; }
+mkdir -p "$HALF" || half_note "cannot write $HALF"
 if ! out=$("$VENV/bin/python" tests/converters/torch_half_build.py "$HALF" 2> "$HALF/build.log"); then
   tail -5 "$HALF/build.log" >&2
-  note "the half-precision corpus build failed (log: $HALF/build.log)"
+  half_note "the half-precision corpus build failed (log: $HALF/build.log)"
 fi
 echo "PyTorch half-precision corpus ready in $(echo "$out" | tail -n1)" >&2
