@@ -382,3 +382,31 @@ def test_fp16_fails_before_and_passes_after(
         print(f"\n{case} on {engine}: fp16 before {_error(before)}, after {_error(after)}")
     assert before["status"] == "FAIL", before["outputs"][0]["reason"]
     assert after["status"] == "PASS", after["outputs"][0]["reason"]
+
+
+# -- verify --bisect in half: the first op past half's range, with the value that was ------------------------
+
+
+@pytest.mark.parametrize("engine", [pytest.param("opencl", marks=needs_opencl())])
+def test_bisect_names_the_first_op_past_half_and_its_value(tmp_path: Path, engine: str) -> None:
+    path, npz = tmp_path / "attention.tflite", tmp_path / "x.npz"
+    write(attention_logits(), path)
+    np.savez(npz, _uniform([1, 32, 12], -100, 100))
+    args = ["verify", str(path), "--inputs", str(npz), "--precision", "fp16", "--bisect", "--engine", engine]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    line = next(s for s in r.stdout.splitlines() if "first op to make a NaN/Inf" in s)
+    assert "op 1 BATCH_MATMUL -> qk" in line and "past half's largest 65504" in line, line
+    value = float(line.split("the CPU's values reach ")[1].split(",")[0])
+    assert 65504 < value <= 12 * 100**2  # 12 products of values up to 100
+    r = runner.invoke(app, [*args, "--format", "json"])
+    b = json.loads(r.stdout)["bisect"]
+    assert b["op_index"] == 1 and b["cpu_max_abs"] == pytest.approx(value, rel=1e-2)
+
+
+def test_half_range_within_half_names_a_step_inside_the_op() -> None:
+    from gpulint.verify.divergence import half_range
+
+    out = half_range(np.array([1.0, -300.0, np.inf], np.float32), None)
+    assert out["cpu_max_abs"] == 300.0 and "a step inside the op went past half's largest 65504" in out["range"]
+    assert "reach 7e+04" in half_range(np.array([7e4], np.float32), None)["range"]

@@ -11,7 +11,7 @@ from gpulint.compare import Verdict
 from gpulint.executor import Device
 from gpulint.model.ir import Model
 from gpulint.text import clean
-from gpulint.verify.half import as_float
+from gpulint.verify.half import HALF_MAX, as_float
 from gpulint.verify.intermediates import executor_tensors
 from gpulint.verify.request import Request
 from gpulint.verify.result import VerifyResult
@@ -72,6 +72,9 @@ def bisect(
                     f"the first op whose output has NaN/Inf where the {'original' if rewrite else 'CPU'} has "
                     f"numbers ({res.metrics['nonfinite_in_candidate']} of {res.metrics['values']} values)"
                 )
+                if not rewrite and precision != "fp32":  # in half: the value that left half's range
+                    found.update(half_range(expected[name], quant.get(name)))
+                    found["reason"] += f"; {found['range']}"
                 if drift is not None:
                     found["drift_before"] = drift
                 return found
@@ -96,6 +99,18 @@ def bisect(
         "compared": compared,
         "note": "no intermediate tensor diverges beyond its CPU noise; the outputs' tolerance is tighter",
     }
+
+
+def half_range(expected: np.ndarray, q: Any) -> dict[str, Any]:
+    """Where a half result's NaN/Inf comes from: the CPU's largest |value| of the tensor, past half's
+    65504 (the stored result overflowed) or within it (a step inside the op did)."""
+    ref = as_float(expected, q)
+    top = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0)) if ref is not None else 0.0
+    if top > HALF_MAX:
+        words = f"the CPU's values reach {top:.3g}, past half's largest {HALF_MAX:.0f}"
+    else:
+        words = f"the CPU's values stay within {top:.3g}: a step inside the op went past half's largest {HALF_MAX:.0f}"
+    return {"cpu_max_abs": top, "range": words}
 
 
 def _divergence(kind: str, model: Model, op: Any, index: int, name: str, res: Verdict, compared: int) -> dict[str, Any]:
