@@ -1,14 +1,15 @@
-"""One-op and two-op models on both sides of the conditions where the backends of LiteRT's GPU
-accelerator (ML Drift on OpenCL, Metal and WebGPU) build differently (#38), shared by
-tests/test_litert_backends.py (check on each backend) and tests/test_oracle_litert.py (the WebGPU
-side against the real accelerator).
+"""Models on both sides of the conditions where the backends of LiteRT's GPU accelerator (ML Drift on
+OpenCL, Metal and WebGPU) build differently (#38), shared by tests/test_litert_backends.py (check on
+each backend) and tests/test_oracle_litert.py (the WebGPU side against the real accelerator).
 
 A dynamic-range FULLY_CONNECTED: a float input, constant INT8 weights with their own scales and no
 DEQUANTIZE between (what ai-edge-quantizer's dynamic_wi8_afp32 and the TF converter's dynamic range
-quantization write). ML Drift's parser makes a FULLY_CONNECTED_INT8 node of it
-(ml_drift_delegate/tflite/model_builder.cc 3395-3410 at google-ai-edge/LiteRT@f67457790c9c);
-on a rank-3 or rank-4 input its OpenCL and Metal kernels fail ("Unable to parse bc coord for BATCH
-axis", google-ai-edge/LiteRT#9277) while WebGPU builds it (measured here on every case below).
+quantization write). ML Drift's parser makes a FULLY_CONNECTED_INT8 node of it without the output
+RESHAPE of the float path (ml_drift_delegate/tflite/model_builder.cc 3395-3410 and 3460-3465 at
+google-ai-edge/LiteRT@f67457790c9c), so an input [1, N, K] whose output is [N, C] (keep_num_dims
+false) puts N rows on the BATCH axis, and the kernel fails: "Unable to parse bc coord for BATCH
+axis" (google-ai-edge/LiteRT#9277 on OpenCL; issue #38's op matrix on Metal). WebGPU, measured here
+(ai-edge-litert 2.3.0 on lavapipe), builds it up to 16 rows and fails from 17.
 """
 
 from __future__ import annotations
@@ -22,21 +23,30 @@ from gpulint.model.build import ModelBuilder
 
 F32, I8 = np.float32, np.int8
 K, N = 16, 16
+WEBGPU_MIN_ROWS = 17  # measured here: 16 rows build on WebGPU, 17 fail
 
 
 @dataclass(frozen=True)
 class FcCase:
     shape: tuple[int, ...]  # the FULLY_CONNECTED's input
-    weights: str  # INT8 (dynamic range) | FLOAT32 | DEQUANTIZE (int8 behind an explicit DEQUANTIZE)
-    add: bool  # an ADD of the input reads the output (a residual, as in google-ai-edge/LiteRT#9277)
+    keep: bool  # keep_num_dims: the output keeps the input's rank (no reshape), else it is [rows, N]
+    weights: str = "INT8"  # INT8 (dynamic range) | FLOAT32 | DEQUANTIZE (int8 behind an explicit DEQUANTIZE)
+    add: bool = False  # an ADD reads the output (x + Linear(x), as in google-ai-edge/LiteRT#9277)
 
     @property
     def id(self) -> str:
-        return f"fc-{'x'.join(map(str, self.shape))}-{self.weights.lower()}{'-add' if self.add else ''}"
+        shape = "x".join(map(str, self.shape))
+        return f"fc-{shape}-{'keep' if self.keep else 'flat'}-{self.weights.lower()}{'-add' if self.add else ''}"
 
     @property
-    def fails_on_opencl_and_metal(self) -> bool:
-        return self.weights == "INT8" and len(self.shape) >= 3
+    def rows(self) -> int:
+        """The input's H*W in ML Drift's BHWC (ExtractTensorShape: [B, W, C], [B, H, W, C])."""
+        return int(np.prod(self.shape[1:-1])) if len(self.shape) >= 3 else 1
+
+    def fails_on(self, backend: str) -> bool:
+        if self.weights != "INT8" or self.keep or len(self.shape) < 3 or self.shape[0] != 1:
+            return False
+        return self.rows >= (WEBGPU_MIN_ROWS if backend == "webgpu" else 2)
 
     def model(self) -> Model:
         mb = ModelBuilder()
@@ -53,18 +63,27 @@ class FcCase:
             w = g.op("DEQUANTIZE", [q], [N, K])
         else:
             w = g.const("w", np.ones((N, K), F32))
-        rank3 = len(self.shape) > 2
-        out = [*self.shape[:-1], N] if rank3 else [int(np.prod(self.shape[:-1])), N]
-        y = g.op("FULLY_CONNECTED", [x, w, -1], out, options={"keep_num_dims": rank3})
+        out = [*self.shape[:-1], N] if self.keep else [int(np.prod(self.shape[:-1])), N]
+        y = g.op("FULLY_CONNECTED", [x, w, -1], out, options={"keep_num_dims": self.keep})
         if self.add:
-            y = g.op("ADD", [y, x], out)
+            y = g.op("ADD", [y, g.input("r", out)], out)
         g.output(y)
         return mb.build()
 
 
 FC_CASES = [
-    FcCase(shape, weights, add)
-    for shape in ((1, K), (8, K), (1, 8, K), (2, 8, K), (1, 2, 8, K))
-    for weights in ("INT8", "FLOAT32")
-    for add in (False, True)
+    FcCase((1, K), True),  # rank 2, one row
+    FcCase((8, K), True),  # rank 2 (#9277: "the rank-2 variant compiles")
+    FcCase((1, 8, K), True),  # keep_num_dims: no reshape, nothing on the BATCH axis
+    FcCase((1, 64, K), True),
+    FcCase((1, 8, K), False),  # OpenCL and Metal fail, WebGPU builds (8 rows)
+    FcCase((1, 8, K), False, add=True),
+    FcCase((1, 16, K), False),  # WebGPU's last size that builds
+    FcCase((1, 17, K), False),  # and its first that fails: every backend fails
+    FcCase((1, 64, K), False, add=True),
+    FcCase((1, 2, 16, K), False),  # rank 4: 32 rows
+    FcCase((2, 17, K), False),  # batch 2: a kernel with a batch coordinate, every backend builds
+    FcCase((1, 1, K), False),  # one row: nothing on the BATCH axis
+    FcCase((1, 8, K), False, "FLOAT32"),  # float weights: the float path reshapes its output
+    FcCase((1, 64, K), False, "FLOAT32", add=True),
 ]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from litert_backends import FcCase
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -60,38 +61,29 @@ def test_columns_differ_where_the_delegates_do() -> None:
     assert row.cells["ios-coreml"].reason.startswith("`TRANSPOSE` (op 2)")
 
 
-def drq_fully_connected(shape: list[int]) -> Model:
-    """A dynamic-range FULLY_CONNECTED (float input, int8 weights with their own scales, no
-    DEQUANTIZE) on an input of `shape`, its output read by an ADD of the input (a residual)."""
-    mb = ModelBuilder()
-    g = mb.subgraph("main")
-    x = g.input("x", shape)
-    w = g.const("w", np.ones((16, 16), np.int8), quant=(np.full(16, 0.01, np.float32), np.zeros(16, np.int64)))
-    y = g.op("FULLY_CONNECTED", [x, w, -1], shape, options={"keep_num_dims": len(shape) > 2})
-    g.output(g.op("ADD", [y, x], shape))
-    return mb.build()
-
-
 def test_litert_backends_have_a_column_each_and_differ_where_ml_drift_does() -> None:
     """LiteRT's accelerator: one column per backend (OpenCL on Android, Metal on Apple, WebGPU on
-    desktops and browsers). A dynamic-range int8 FULLY_CONNECTED on a rank-3 input fails to build on
-    OpenCL and Metal ("Unable to parse bc coord for BATCH axis", google-ai-edge/LiteRT#9277) and
-    builds on WebGPU (the oracle, tests/test_oracle_litert.py); at rank 2 every column is ready."""
+    desktops and browsers). A dynamic-range int8 FULLY_CONNECTED [1, 8, 16] -> [8, 16] fails to build
+    on OpenCL and Metal ("Unable to parse bc coord for BATCH axis", google-ai-edge/LiteRT#9277) and
+    builds on WebGPU (8 rows; the oracle, tests/test_oracle_litert.py); at 64 rows every LiteRT column
+    fails; at rank 2 every column is ready."""
     ids = [c.id for c in COLUMNS if c.target == "litert-gpu"]
     assert ids == ["litert-opencl", "litert-metal", "litert-gpu"]
     assert [c.backend for c in COLUMNS if c.target == "litert-gpu"] == ["opencl", "metal", "webgpu"]
-    row = matrix_row(drq_fully_connected([1, 8, 16]), "m.tflite", True, {})
+    row = matrix_row(FcCase((1, 8, 16), False, add=True).model(), "m.tflite", True, {})
     got = {k: row.cells[k].outcome for k in ids}
     assert got == {"litert-opencl": "init-failure", "litert-metal": "init-failure", "litert-gpu": "ready"}
     assert "Unable to parse bc coord for BATCH axis" in row.cells["litert-opencl"].reason
     assert row.cells["litert-metal"].reason == row.cells["litert-opencl"].reason
-    flat = matrix_row(drq_fully_connected([8, 16]), "m.tflite", True, {})
+    flat = matrix_row(FcCase((8, 16), True, add=True).model(), "m.tflite", True, {})
     assert {flat.cells[k].outcome for k in ids} == {"ready"}
+    many = matrix_row(FcCase((1, 64, 16), False, add=True).model(), "m.tflite", True, {})
+    assert {many.cells[k].outcome for k in ids} == {"init-failure"}
 
 
 def test_matrix_text_names_the_litert_backends_that_fail(tmp_path: Path) -> None:
     p = tmp_path / "drq.tflite"
-    write(drq_fully_connected([1, 8, 16]), p)
+    write(FcCase((1, 8, 16), False, add=True).model(), p)
     r = runner.invoke(app, ["check", "--matrix", str(p)])
     assert r.exit_code == 0, r.output  # the matrix's predictions fail nothing; its gates do
     head = r.output.splitlines()[0]

@@ -449,29 +449,53 @@ def md_embedding_lookup(sig: OpSignature) -> str | None:
     return None
 
 
+def _extract_bhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """ML Drift's ExtractTensorShape (ml_drift_delegate/tflite/model_builder_helper.cc 115-124)."""
+    d = list(shape)
+    if not d:
+        return (1, 1, 1, 1)
+    if len(d) == 1:
+        return (d[0], 1, 1, 1)
+    if len(d) == 2:
+        return (d[0], 1, 1, d[1])
+    if len(d) == 3:
+        return (d[0], 1, d[1], d[2])
+    return (d[0], d[1], d[2], d[3])
+
+
 @check
-def md_drq_fully_connected_batch(sig: OpSignature) -> str | None:
-    """A dynamic-range quantized FULLY_CONNECTED (a runtime float input, constant INT8 weights with
-    their own quantization, no DEQUANTIZE between) on an input of rank 3 or 4, as ML Drift's OpenCL
-    and Metal backends fail to build it. The parser takes it (mdb FullyConnectedOperationParser
-    3395-3410 makes a FULLY_CONNECTED_INT8 node and adds its outputs without the reshape of the float
-    path, 3460-3465); its kernel is in @ml_drift, outside the repository, and writes its output
-    without a batch coordinate while the rows sit on the BATCH axis, which ml_drift's
-    TensorDescriptor refuses ("Unable to parse bc coord for BATCH axis.", its tensor_desc_test
-    GetAddressFailedDueToMissingBatchCoord; a BHWC layout only when b != 1, as in
-    tflite/delegates/gpu/common/gpu_model.cc 238). Reported on OpenCL (Mali, LiteRT 2.1.3 and
-    2.1.5: google-ai-edge/LiteRT#9277, a rank-3 input; the rank-2 variant compiles) and on Metal
-    (macOS, issue #38's op matrix); the WebGPU backend builds it (measured here, ai-edge-litert
-    2.3.0 on lavapipe, ranks 2-4 with and without an ADD after it)."""
+def md_drq_fully_connected_batch(sig: OpSignature, min_rows: int = 2) -> str | None:
+    """A dynamic-range quantized FULLY_CONNECTED (a runtime float input of batch 1, constant INT8
+    weights with their own quantization, no DEQUANTIZE between) whose output flattens the input's
+    rows onto the BATCH axis: mdb FullyConnectedOperationParser 3395-3410 makes a
+    FULLY_CONNECTED_INT8 node and adds the op's output as it is, without the RESHAPE the float path
+    adds when the output's shape is not the input's with C replaced (IsFullyConnectedOutputReshapeNeeded,
+    mdb 299-307, used at 3460-3465). An input [1, N, K] (keep_num_dims false, as litert-torch writes
+    x @ W.T on a rank-3 x) gives an output [N, C], which ML Drift reads as BHWC (N, 1, 1, C)
+    (model_builder_helper.cc 115-124) while the kernel computes (1, 1, N, C); the output's layout is
+    BHWC (b != 1, as tflite/delegates/gpu/common/gpu_model.cc 238 picks it) and the kernel writes it
+    without a batch coordinate: "Unable to parse bc coord for BATCH axis." (ml_drift's
+    TensorDescriptor, its tensor_desc_test GetAddressFailedDueToMissingBatchCoord).
+
+    `min_rows`: the fewest rows (the input's H*W) that fail. On WebGPU (ai-edge-litert 2.3.0, Mesa
+    lavapipe, measured here) 17: up to 16 rows build, whatever K and C; an input of batch > 1 builds.
+    On OpenCL and Metal 2: google-ai-edge/LiteRT#9277 (Mali, LiteRT 2.1.3/2.1.5; "the rank-2
+    variant compiles", which needs no reshape) and issue #38's op matrix (an Apple M4; OpenCL on a
+    Galaxy S26), where WebGPU built what the other two did not; their thresholds, if any, only a
+    device can tell."""
     x, w = sig.input(0), sig.input(1)
-    if x is None or w is None or not x.runtime or x.dtype not in FLOAT_TYPES:
+    out = sig.outputs[0] if sig.outputs else None
+    if x is None or w is None or out is None or not x.runtime or x.dtype not in FLOAT_TYPES:
         return None
-    if not w.is_const or w.dtype != "INT8" or w.quant is None or not w.quant.scale:
+    if not w.is_const or w.dtype != "INT8" or w.quant is None or not w.quant.scale or w.rank != 2:
         return None
-    if x.rank < 3:
+    b, h, wd, _ = _extract_bhwc(x.shape)
+    expected = (b, h, wd, w.shape[0])
+    got = _extract_bhwc(out.shape)
+    if got == expected or got[0] == 1 or b != 1 or h * wd < min_rows:
         return None
     return (
         "Failed to create DelegateKernelLiteRt: INVALID_ARGUMENT: Unable to parse bc coord for BATCH axis. "
-        f"Layout is bhwc (a dynamic-range int8 FULLY_CONNECTED on the rank-{x.rank} input {list(x.shape)}; "
-        "google-ai-edge/LiteRT#9277)"
+        f"Layout is bhwc (a dynamic-range int8 FULLY_CONNECTED whose output {list(out.shape)} puts the "
+        f"{h * wd} rows of its input {list(x.shape)} on the BATCH axis; google-ai-edge/LiteRT#9277)"
     )
