@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from gpulint.rules import packcache
 from gpulint.rules.detectors import DETECTORS
 from gpulint.rules.loader import PackError, Validator, load_yaml
 
@@ -113,4 +114,4 @@ def parse_rules(text: str, where: str) -> dict[str, Rule]:
 @cache
 def builtin_rules() -> dict[str, Rule]:
     text = resources.files("gpulint.rules").joinpath("rules.yaml").read_text("utf-8")
-    return parse_rules(text, "gpulint/rules/rules.yaml")
+    return packcache.cached("rules", [text], lambda: parse_rules(text, "gpulint/rules/rules.yaml"))

@@ -4,9 +4,11 @@ value of the wrong kind into a PackError naming the file, the line, the key and 
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 
 class PackError(Exception):
@@ -20,26 +22,36 @@ class LineMap(dict[str, Any]):
     lines: dict[str, int]
 
 
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present: 5x faster
+def _construct_map(loader: Any, node: yaml.MappingNode) -> LineMap:
+    import yaml
 
-
-class LineLoader(_SafeLoader):  # type: ignore[misc]
-    """yaml's safe loader whose mappings carry line numbers."""
-
-
-def _construct_map(loader: LineLoader, node: yaml.MappingNode) -> LineMap:
     out = LineMap({str(k): v for k, v in loader.construct_mapping(node, deep=True).items()})
     out.line = node.start_mark.line + 1
     out.lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     return out
 
 
-LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+@cache
+def line_loader() -> Any:
+    """yaml's safe loader whose mappings carry line numbers (libyaml's parser when present: 5x
+    faster). Built on first use: yaml is imported only where a pack is parsed, not where a cached
+    one is read (packcache.py)."""
+    import yaml
+
+    safe: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class LineLoader(safe):  # type: ignore[misc]
+        pass
+
+    LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+    return LineLoader
 
 
 def load_yaml(text: str, where: str) -> Any:
+    import yaml
+
     try:
-        return yaml.load(text, Loader=LineLoader)
+        return yaml.load(text, Loader=line_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

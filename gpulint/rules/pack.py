@@ -11,12 +11,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from gpulint.model import schema
+from gpulint.rules import packcache
 from gpulint.rules.catalog import SEVERITIES, SEVERITY_RANK, Rule, builtin_rules, parse_rules
 from gpulint.rules.checks import CHECKS, GRAPH_CHECKS
 from gpulint.rules.loader import LineMap, PackError, Validator, load_yaml
@@ -326,8 +327,16 @@ class Targets(Mapping[str, Target]):
 
 @cache
 def _builtin_target(name: str) -> Target:
-    text = resources.files("gpulint.rules").joinpath("targets", f"{name}.yaml").read_text("utf-8")
-    return parse_target(text, f"gpulint/rules/targets/{name}.yaml", _BUILTINS)
+    texts = _builtin_texts()
+    parse = partial(parse_target, texts[name], f"gpulint/rules/targets/{name}.yaml", _BUILTINS)
+    # Every built-in pack's text is in the key: a pack's `base` is parsed into it.
+    return packcache.cached(f"target {name}", [texts[t] for t in BUILTIN_TARGETS], parse)
+
+
+@cache
+def _builtin_texts() -> dict[str, str]:
+    folder = resources.files("gpulint.rules").joinpath("targets")
+    return {name: folder.joinpath(f"{name}.yaml").read_text("utf-8") for name in BUILTIN_TARGETS}
 
 
 _BUILTINS = Targets()  # no user packs: what a built-in pack's `base` is looked up in
