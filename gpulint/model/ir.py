@@ -9,34 +9,65 @@ a value the installed schema does not know stays a bare int, so it is kept, not 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gpulint.model import schema
 
-# TensorType name -> numpy dtype, for the types whose bytes numpy can view directly.
-NUMPY_DTYPES: dict[str, np.dtype] = {
-    name: np.dtype(dt)
-    for name, dt in {
-        "FLOAT32": "<f4",
-        "FLOAT16": "<f2",
-        "FLOAT64": "<f8",
-        "INT32": "<i4",
-        "UINT8": "u1",
-        "INT64": "<i8",
-        "BOOL": "?",
-        "INT16": "<i2",
-        "COMPLEX64": "<c8",
-        "INT8": "i1",
-        "COMPLEX128": "<c16",
-        "UINT64": "<u8",
-        "UINT32": "<u4",
-        "UINT16": "<u2",
-    }.items()
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where values are, not here: `gpulint check` on a model whose result is cached
+# never needs it (about 50-75 ms of a start, #40). TensorType name -> numpy dtype code, for the
+# types whose bytes numpy can view directly.
+_DTYPE_CODES = {
+    "FLOAT32": "<f4",
+    "FLOAT16": "<f2",
+    "FLOAT64": "<f8",
+    "INT32": "<i4",
+    "UINT8": "u1",
+    "INT64": "<i8",
+    "BOOL": "?",
+    "INT16": "<i2",
+    "COMPLEX64": "<c8",
+    "INT8": "i1",
+    "COMPLEX128": "<c16",
+    "UINT64": "<u8",
+    "UINT32": "<u4",
+    "UINT16": "<u2",
 }
+
+
+class _NumpyDtypes(Mapping[str, "np.dtype"]):
+    """NUMPY_DTYPES: a mapping whose numpy dtypes are made (numpy imported) on first look-up."""
+
+    _dtypes: dict[str, np.dtype] | None = None
+
+    def _load(self) -> dict[str, np.dtype]:
+        if self._dtypes is None:
+            import numpy as np
+
+            self._dtypes = {name: np.dtype(code) for name, code in _DTYPE_CODES.items()}
+        return self._dtypes
+
+    def __getitem__(self, name: str) -> np.dtype:
+        return self._load()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._load().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _DTYPE_CODES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_DTYPE_CODES)
+
+    def __len__(self) -> int:
+        return len(_DTYPE_CODES)
+
+
+NUMPY_DTYPES: Mapping[str, np.dtype] = _NumpyDtypes()
 
 CUSTOM = schema.enum_members("BuiltinOperator")["CUSTOM"]
 # Codes above 127 do not fit the deprecated int8 field, which then holds this placeholder.
@@ -67,6 +98,8 @@ class Options:
             if f.scalar == "Bool" and v is not None and f.kind == "scalar":
                 v = bool(v)
             elif f.scalar in ("Float32",) and v is not None:
+                import numpy as np
+
                 v = [float(x) for x in np.float32(v).ravel()] if f.kind == "vector" else float(np.float32(v))
             enum = schema.enum_of(type, f)
             if enum and v is not None:
@@ -129,6 +162,8 @@ class IndexVector:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, IndexVector):
             return NotImplemented
+        import numpy as np
+
         return self.type == other.type and np.array_equal(self.values, other.values)
 
 
@@ -280,6 +315,8 @@ class Model:
 
         Sparse tensors and types numpy cannot view (INT4, STRING, ...) come back as raw uint8.
         """
+        import numpy as np
+
         data = self.buffers[tensor.buffer].data if tensor.buffer < len(self.buffers) else b""
         if not len(data):
             return None

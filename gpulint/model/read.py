@@ -17,8 +17,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from gpulint.model import schema
 from gpulint.model.ir import (
     Buffer,
@@ -106,6 +104,8 @@ def appended(buf: bytes | bytearray | mmap.mmap, end: int) -> bytes | memoryview
     size = len(buf)
     if end >= size:
         return b""
+    import numpy as np
+
     tail = np.frombuffer(buf, np.uint8, size - end, end)
     nonzero = np.flatnonzero(tail[:4096])
     if not len(nonzero):
@@ -257,6 +257,8 @@ class _Reader:
                 out[name] = self.span(q + 4, n, f"{table}.{name}")
             elif kind == "array":
                 self.span(q + 4, n * width, f"{table}.{name}")
+                import numpy as np  # sparse tensors' index vectors only: most reads never import numpy
+
                 out[name] = np.frombuffer(buf, "<" + fmt, n, q + 4)
             elif kind == "vector":
                 self.charge(n, f"{table}.{name}")
@@ -374,7 +376,11 @@ class _Reader:
             self.unknown.append(f"{self.where}: sparse index vector type {kind} is not in the installed schema")
             return None
         values = self.table(pos, name)["values"]
-        return IndexVector(name, values if values is not None else np.zeros(0, _INDEX_DTYPES[name]))
+        if values is None:
+            import numpy as np
+
+            values = np.zeros(0, _INDEX_DTYPES[name])
+        return IndexVector(name, values)
 
     def operator(self, d: dict[str, Any]) -> Operator:
         custom = d["custom_options"]

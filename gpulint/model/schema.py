@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-import flatbuffers.number_types as nt
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Field:
 
     @property
     def numpy_dtype(self) -> np.dtype:
+        import flatbuffers.number_types as nt  # imports numpy
+        import numpy as np
+
         assert self.scalar is not None
         dtype: np.dtype = np.dtype(nt.to_numpy_type(getattr(nt, self.scalar + "Flags")))
         return dtype
@@ -50,7 +54,8 @@ def module(name: str) -> ModuleType:
 
 
 @cache
-def _package_dir() -> Path:
+def package_dir() -> Path:
+    """The installed `tflite` package's folder."""
     spec = importlib.util.find_spec("tflite")  # finds the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the `tflite` package is not installed")
@@ -62,7 +67,7 @@ def source(name: str) -> str:
     """A generated module's source text. Reading needs only this: the package's __init__
     imports all ~190 modules, which would cost every `gpulint` process ~50 ms."""
     try:
-        return (_package_dir() / f"{name}.py").read_text("utf-8")
+        return (package_dir() / f"{name}.py").read_text("utf-8")
     except FileNotFoundError:
         raise KeyError(f"the installed tflite schema has no {name}") from None
 
@@ -89,9 +94,23 @@ _FLAGS = re.compile(r"flatbuffers\.number_types\.(\w+)Flags")
 _IMPORT = re.compile(r"from tflite\.(\w+) import")
 
 
-def _accessor_source(src: str, table: str, camel: str) -> str:
-    m = re.search(rf"    # {table}\n    def {camel}\(self[^)]*\):\n(?P<body>(?:        .*\n|\n)+)", src)
-    return m.group("body") if m else ""
+# An accessor method: `    # <Table>` above `    def <Field>(self...):`, then its indented body. One pattern
+# for every table and field (a pattern per field cost each process ~60 compilations, ~5 ms).
+_ACCESSOR = re.compile(r"    # (\w+)\n    def (\w+)\(self[^)]*\):\n(?P<body>(?:        .*\n|\n)+)")
+_START = re.compile(r"def (\w+)Start\(builder\):\n\s+builder\.StartObject\((\d+)\)")
+
+
+@cache
+def _accessors(name: str) -> dict[tuple[str, str], str]:
+    """(table, field) -> the body of its accessor, the first where the source has two."""
+    out: dict[tuple[str, str], str] = {}
+    for m in _ACCESSOR.finditer(source(name)):
+        out.setdefault((m.group(1), m.group(2)), m.group("body"))
+    return out
+
+
+def _accessor_source(name: str, table: str, camel: str) -> str:
+    return _accessors(name).get((table, camel), "")
 
 
 @cache
@@ -105,7 +124,7 @@ def fields(table: str) -> tuple[Field, ...]:
         camel, kind = m.group("camel"), m.group("kind")
         default = ast.literal_eval(m.group("default"))
         if kind == "UOffsetTRelative":
-            body = _accessor_source(src, table, camel)
+            body = _accessor_source(table, table, camel)
             flags = _FLAGS.findall(body.replace("UOffsetTFlags", ""))
             imp = _IMPORT.search(body)
             if "Union(" in body:
@@ -134,11 +153,10 @@ def fields(table: str) -> tuple[Field, ...]:
 @cache
 def field_count(table: str) -> int:
     """How many vtable slots the installed schema knows for a table (deprecated ones too)."""
-    src = source(table)
-    m = re.search(rf"def {table}Start\(builder\):\n\s+builder\.StartObject\((\d+)\)", src)
-    if not m:
-        raise RuntimeError(f"tflite.{table}: no {table}Start")
-    return int(m.group(1))
+    for m in _START.finditer(source(table)):
+        if m.group(1) == table:
+            return int(m.group(2))
+    raise RuntimeError(f"tflite.{table}: no {table}Start")
 
 
 @cache

@@ -16,9 +16,6 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import flatbuffers
-import numpy as np
-
 from gpulint.atomic import write_atomic
 from gpulint.model import schema
 from gpulint.model.ir import (
@@ -115,6 +112,8 @@ class _Writer:
     def __init__(self, model: Model, external: bool, size_hint: int) -> None:
         self.model = model
         self.external = external
+        import flatbuffers  # here: its number_types imports numpy, which reading never needs
+
         self.b = flatbuffers.Builder(min(size_hint, 2**31 - 1))
 
     # -- generic pieces -------------------------------------------------------------------
@@ -136,6 +135,8 @@ class _Writer:
             if isinstance(v, int) and f.kind != "scalar":
                 pass  # an offset the caller built
             elif f.kind == "vector":
+                import numpy as np
+
                 v = b.CreateNumpyVector(np.asarray(v, dtype=f.numpy_dtype))
             elif f.kind == "string":
                 v = b.CreateString(v.encode("utf-8", "surrogateescape"))
