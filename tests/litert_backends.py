@@ -87,3 +87,29 @@ FC_CASES = [
     FcCase((1, 8, K), False, "FLOAT32"),  # float weights: the float path reshapes its output
     FcCase((1, 64, K), False, "FLOAT32", add=True),
 ]
+
+
+@dataclass(frozen=True)
+class DepthToSpaceCase:
+    """DEPTH_TO_SPACE (block 2) on a batch: ML Drift's OpenCL backend generates a kernel its driver's
+    compiler rejects for a batch above 1 (google-ai-edge/LiteRT#8459); WebGPU builds both (measured)."""
+
+    batch: int
+
+    @property
+    def id(self) -> str:
+        return f"depth-to-space-batch-{self.batch}"
+
+    def fails_on(self, backend: str) -> bool:
+        return backend == "opencl" and self.batch > 1
+
+    def model(self) -> Model:
+        mb = ModelBuilder()
+        g = mb.subgraph("main")
+        x = g.input("x", [self.batch, 4, 4, 16])
+        g.output(g.op("DEPTH_TO_SPACE", [x], [self.batch, 8, 8, 4], options={"block_size": 2}))
+        return mb.build()
+
+
+D2S_CASES = [DepthToSpaceCase(1), DepthToSpaceCase(2)]
+CASES: list[FcCase | DepthToSpaceCase] = [*FC_CASES, *D2S_CASES]

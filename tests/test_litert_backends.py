@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from litert_backends import FC_CASES, FcCase
+from litert_backends import D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
 from typer.testing import CliRunner
 
 from gpulint.check import Settings, check_file
@@ -38,7 +38,7 @@ def test_the_target_has_three_backends_each_citing_its_source() -> None:
     for b in t.backends.values():
         assert b.source and "ml_drift_delegate/delegate/delegate_" in b.source
     assert {name: list(b.init_checks) for name, b in t.backends.items()} == {
-        "opencl": ["FULLY_CONNECTED"],
+        "opencl": ["FULLY_CONNECTED", "DEPTH_TO_SPACE"],
         "metal": ["FULLY_CONNECTED"],
         "webgpu": ["FULLY_CONNECTED"],
     }
@@ -147,3 +147,14 @@ def test_many_rows_fail_on_every_backend_in_the_same_words(tmp_path: Path) -> No
     assert {o["init"] for o in r.backends.values()} == {"init-failure"}
     assert r.reason.startswith("the delegate fails to initialize on Failed to create DelegateKernelLiteRt: ")
     assert "puts the 64 rows of its input [1, 64, 16] on the BATCH axis" in r.reason
+
+
+@pytest.mark.parametrize("case", D2S_CASES, ids=lambda c: c.id)
+def test_batched_depth_to_space_fails_on_opencl_only(case: DepthToSpaceCase) -> None:
+    # google-ai-edge/LiteRT#8459: the OpenCL kernel's source does not compile for a batch above 1
+    for backend in BACKENDS:
+        r = Linter(TARGETS["litert-gpu"], targets=TARGETS, backends=(backend,)).lint(case.model())
+        outcome = r.backends[backend]["init"]
+        assert outcome == ("init-failure" if case.fails_on(backend) else "ok"), (backend, r.reason)
+        if case.fails_on(backend):
+            assert "clBuildProgram" in r.reason and "LiteRT#8459" in r.reason

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS_FILES, corpus_params
-from litert_backends import FC_CASES, FcCase
+from litert_backends import CASES, D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
 from oracle.grid import cases
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
@@ -203,7 +203,7 @@ def test_grid_model(
 def backend_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("backends")
     out = {}
-    for case in FC_CASES:
+    for case in CASES:
         out[case.id] = folder / f"{case.id}.tflite"
         write(case.model(), out[case.id])
     return out
@@ -229,6 +229,20 @@ def test_backend_case_on_webgpu(case: FcCase, backend_models: dict[str, Path], b
     every = check_file(str(path), Settings(target="litert-gpu"))
     failing = sorted(b for b, o in every.backends.items() if o["init"] == "init-failure")
     assert failing == sorted(b for b in ("opencl", "metal", "webgpu") if case.fails_on(b)), every.reason
+
+
+@pytest.mark.parametrize("case", D2S_CASES, ids=lambda c: c.id)
+def test_depth_to_space_batch_on_webgpu(
+    case: DepthToSpaceCase, backend_models: dict[str, Path], backend_answers: dict[str, Any]
+) -> None:
+    """WebGPU builds DEPTH_TO_SPACE on a batch of 2 as of 1; OpenCL fails it (LiteRT#8459, its source)."""
+    path = backend_models[case.id]
+    res = backend_answers[str(path)]
+    compare(f"backend case {case.id}", path, res)
+    assert res.outcome == "ok", res.words
+    every = check_file(str(path), Settings(target="litert-gpu"))
+    failing = sorted(b for b, o in every.backends.items() if o["init"] == "init-failure")
+    assert failing == (["opencl"] if case.batch > 1 else []), every.reason
 
 
 # -- the README's table -----------------------------------------------------------------------

@@ -499,3 +499,19 @@ def md_drq_fully_connected_batch(sig: OpSignature, min_rows: int = 2) -> str | N
         f"Layout is bhwc (a dynamic-range int8 FULLY_CONNECTED whose output {list(out.shape)} puts the "
         f"{h * wd} rows of its input {list(x.shape)} on the BATCH axis; google-ai-edge/LiteRT#9277)"
     )
+
+
+@check
+def md_batched_depth_to_space(sig: OpSignature) -> str | None:
+    """A DEPTH_TO_SPACE whose input has a batch above 1, as ML Drift's OpenCL backend fails to build
+    it: the kernel source it hands clBuildProgram carries a stray quote and a literal `\\n";`, so the
+    driver's compiler rejects it and the compile fails (google-ai-edge/LiteRT#8459, open: Adreno 620,
+    LiteRT 2.1.3, 2.1.5, 2.1.6 and the libLiteRtClGlAccelerator.so of its day; batch 1 runs). WebGPU
+    builds it (measured here, ai-edge-litert 2.3.0 on lavapipe, batch 2); Metal is not reported."""
+    x = sig.input(0)
+    if x is None or x.rank != 4 or x.shape[0] <= 1:
+        return None
+    return (
+        f"the OpenCL kernel generated for DEPTH_TO_SPACE on a batch of {x.shape[0]} does not compile "
+        "(clBuildProgram rejects its source; google-ai-edge/LiteRT#8459)"
+    )
