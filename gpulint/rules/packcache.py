@@ -10,7 +10,9 @@ the check and detector registries a pack is validated against) and of the tflite
 name ops and tensor types. A change to any of them is a miss. Entries are written atomically
 (`gpulint.atomic`), so concurrent runs see a whole entry or none; one that cannot be read is a miss
 and is rewritten; a folder that cannot be written still gives the parsed value, just not kept.
-Only successful parses are kept: a pack that fails to validate raises its PackError every run.
+Only successful parses are kept: a pack that fails to validate raises its PackError every run. The
+folder is trusted as the result and kernel caches beside it are (an entry is a pickle): keep it
+private to the user or CI job.
 """
 
 from __future__ import annotations
