@@ -105,11 +105,13 @@ def first_overflows(model: Model, tensors: dict[str, np.ndarray]) -> list[Overfl
 def cpu_cost(model: Model, ops: list[int]) -> tuple[int, int, int] | None:
     """Classic delegate, its default one partition: ops on the GPU now, with `ops` on the CPU, and in all;
     None where check's plan does not put them on the GPU."""
-    from gpulint.partitioned import main_plan
+    from gpulint.rules import pack
+    from gpulint.rules.engine import Linter
     from gpulint.rules.partition import split
     from gpulint.rules.signature import Graph
 
-    plan = main_plan(model, "classic")
+    targets = pack.load_targets()
+    plan = Linter(targets["classic"], targets=targets).lint(model).plans[0]  # check's plan of the main subgraph
     if not set(ops) & plan.delegated:
         return None
     nodes = sorted(plan.delegated | set(plan.cpu_ops))
