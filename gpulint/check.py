@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpulint.cache import ResultCache, file_digest
 from gpulint.model import Model, ModelError, read
 from gpulint.rules import pack
 from gpulint.rules.engine import Finding, Linter, LintResult
@@ -167,16 +169,47 @@ def discover(paths: list[str]) -> Iterator[tuple[str, str | None]]:
             yield p, None
 
 
-def check_file(path: str, settings: Settings) -> FileResult:
+def check_file(path: str, settings: Settings, cache: ResultCache | None = None, name: str | None = None) -> FileResult:
+    """The result of one file. `cache`: the lint of a model whose bytes, settings and gpulint were
+    seen before is read back (selection, which names the file, is applied afresh). `name`: how the
+    results name the file where `path` is a copy of it (a Ray worker's)."""
+    name = name or path
+    key = None
+    if cache is not None and cache.enabled:
+        with contextlib.suppress(OSError):  # a file that cannot be read: read() below says why
+            key = cache.key("check", model=file_digest(path), settings=lint_settings(settings))
+            kept = cache.get(key)
+            if isinstance(kept, FileResult):
+                return _select(kept, settings, name)
     try:
         model = read(path)
     except ModelError as e:
-        return FileResult(path, error=str(e))
-    return check_model(model, path, settings)
+        return FileResult(name, error=str(e))
+    linted = lint_model(model, name, settings)
+    if key is not None:
+        cache.put(key, linted)  # type: ignore[union-attr]
+    return _select(linted, settings, name)
+
+
+def lint_settings(settings: Settings) -> dict[str, Any]:
+    """What decides a model's lint before selection: the target, its options and flags, and the
+    bytes of every rule pack given (the built-in ones are gpulint's code, in every key)."""
+    return {
+        "target": settings.target,
+        "quantized": settings.quantized,
+        "backend": settings.backend,
+        "target_settings": settings.target_settings,
+        "rules": [file_digest(p) for p in settings.rules],
+    }
 
 
 def check_model(model: Model, path: str, settings: Settings) -> FileResult:
     """Lint a model already in memory; `path` names it in the results."""
+    return _select(lint_model(model, path, settings), settings, path)
+
+
+def lint_model(model: Model, path: str, settings: Settings) -> FileResult:
+    """Every finding of the model, before the run's selection."""
     targets = pack.load_targets(settings.rules)
     target = targets[settings.target]
     # A backend the target does not have never narrows it to none (which would drop its boundary
@@ -186,36 +219,48 @@ def check_model(model: Model, path: str, settings: Settings) -> FileResult:
     target = pack.configure(target, own) if own else target
     linter = Linter(target, settings.quantized, targets=targets, backends=backends)
     result: LintResult = linter.lint(model)
-    findings = [f for f in result.findings if selected(f, settings, path)]
-    return FileResult(path, None, findings, result.ops, result.plans, result.verdict, result.reason, result.backends)
+    return FileResult(
+        path, None, result.findings, result.ops, result.plans, result.verdict, result.reason, result.backends
+    )
+
+
+def _select(linted: FileResult, settings: Settings, path: str) -> FileResult:
+    """The result as this run reports it: named `path`, with the findings its selectors keep."""
+    findings = [f for f in linted.findings if selected(f, settings, path)]
+    return replace(linted, path=path, findings=findings)
 
 
 def check_all(
-    paths: list[str], settings: Settings, jobs: int = 1, progress: Callable[[int], None] | None = None
+    paths: list[str],
+    settings: Settings,
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+    cache: ResultCache | None = None,
+    ray: str | None = None,
 ) -> list[FileResult]:
-    work = list(discover(paths))
-    results: list[FileResult | None] = [None] * len(work)
-    todo = []
-    for i, (path, error) in enumerate(work):
-        if error is not None:
-            results[i] = FileResult(path, error=error)
-        else:
-            todo.append(i)
-    if jobs > 1 and len(todo) > 1:
-        from concurrent.futures import ProcessPoolExecutor  # --jobs only: ~7 ms of every start
+    """One result per file found, in discovery order: in this process, in `jobs` processes, or
+    one Ray task per model on the cluster at `ray` (gpulint.fanout)."""
+    from gpulint.fanout import run_each
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            futures = {i: pool.submit(check_file, work[i][0], settings) for i in todo}
-            for i in todo:
-                results[i] = futures[i].result()
-                if progress:
-                    progress(1)
-    else:
-        for i in todo:
-            results[i] = check_file(work[i][0], settings)
-            if progress:
-                progress(1)
-    return [r for r in results if r is not None]
+    work = list(discover(paths))
+    found = [path for path, error in work if error is None]
+    units = [CheckUnit(path, settings, cache is None or cache.enabled) for path in found]
+    done = iter(run_each(check_unit, units, [u.path for u in units], jobs=jobs, ray=ray, progress=progress))
+    return [FileResult(path, error=error) if error is not None else next(done) for path, error in work]
+
+
+@dataclass
+class CheckUnit:
+    """One model's check, as a task: everything it needs but the model's bytes."""
+
+    path: str
+    settings: Settings
+    use_cache: bool
+
+
+def check_unit(unit: CheckUnit, local: str) -> FileResult:
+    """A task of check_all: check the model at `local` (the file, or a worker's copy of it)."""
+    return check_file(local, unit.settings, ResultCache(unit.use_cache), name=unit.path)
 
 
 def default_jobs() -> int:

@@ -339,17 +339,18 @@ def metrics(ref: np.ndarray, got: np.ndarray, tol: Tolerance | None = None) -> d
     fa, fb = a[both], b[both]
     nonzero = np.abs(fa) > 0
     rel = err[nonzero] / np.abs(fa[nonzero])
-    norm = float(np.linalg.norm(fa) * np.linalg.norm(fb))
+    # numpy's pairwise sums, not BLAS's dot: the same digits whatever threads BLAS has (a Ray
+    # worker runs with one), so a result is the same on every process that computes it.
+    norm = float(np.sqrt(np.sum(fa * fa)) * np.sqrt(np.sum(fb * fb)))
     any_pair = bool(both.any())
+    cosine = float(np.sum(fa * fb) / norm) if norm > 0 else (1.0 if not fa.any() and not fb.any() else 0.0)
     out: dict[str, Any] = {
         "compared": int(both.sum()),
         "max_abs_error": float(err.max()) if any_pair else None,
         "mean_abs_error": float(err.mean()) if any_pair else None,
         "std_error": float((fa - fb).std()) if any_pair else None,
         "max_rel_error": float(rel.max(initial=0.0)) if any_pair else None,
-        "cosine_similarity": (float(fa @ fb / norm) if norm > 0 else (1.0 if not fa.any() and not fb.any() else 0.0))
-        if any_pair
-        else None,
+        "cosine_similarity": cosine if any_pair else None,
         "nonfinite_in_reference": int(np.sum(~np.isfinite(a) & ~same_nonfinite)),
         "nonfinite_in_candidate": int(np.sum(~np.isfinite(b) & ~same_nonfinite)),
         "nonfinite_on_both": int(same_nonfinite.sum()),  # the same NaN/Inf on both sides: agreed, yet said

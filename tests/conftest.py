@@ -5,6 +5,10 @@ from pathlib import Path
 
 import pytest
 
+# No test reads a result another test (or an earlier run) kept: a test that breaks the executor on
+# purpose must see it broken. The result cache's own tests unset this.
+os.environ["GPULINT_NO_CACHE"] = "1"
+
 # The shared corpus sits beside the checkout (CI has it); GPULINT_CORPUS points elsewhere.
 CORPUS = Path(os.environ.get("GPULINT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "models"))
 CORPUS_FILES = sorted(CORPUS.glob("*/*.tflite")) if CORPUS.is_dir() else []

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpulint"
 
 # Floors, lowest first. A module may import its own floor or lower ones, never a higher one.
 FLOORS: list[tuple[str, ...]] = [
-    ("gpulint.text", "gpulint.atomic", "gpulint.model"),
+    ("gpulint.text", "gpulint.atomic", "gpulint.cache", "gpulint.fanout", "gpulint.model"),
     ("gpulint.compare", "gpulint.reference", "gpulint.passes", "gpulint.rules", "gpulint.executor"),
     # orchestrators: they compose the libraries below for one command each; the settings they
     # share, and the renderers of their results

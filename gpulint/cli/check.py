@@ -53,7 +53,9 @@ def check(
     ] = False,
     statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Check files in this many processes.")] = 1,
+    jobs: common.Jobs = 1,
+    ray: common.Ray = None,
+    no_cache: common.NoCache = False,
     html: Annotated[Path | None, typer.Option(help="Also write an HTML readiness report of the checked files.")] = None,
     matrix: Annotated[
         bool,
@@ -97,6 +99,7 @@ def check(
         coreml_all_devices=coreml_all_devices,
         matrix=matrix,
     )
+    from gpulint.cache import ResultCache
     from gpulint.check import Gates, check_all, discover
     from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
@@ -105,6 +108,8 @@ def check(
     if run_litert_gpu and not matrix:
         fail(None, "--run-litert-gpu runs the --matrix's LiteRT GPU accelerator column: give --matrix too")
     if matrix:
+        if ray is not None:
+            fail(None, "--matrix runs in this process: --ray is for check, verify and report")
         if output_format not in (Format.text, Format.json):
             fail(None, "--matrix writes text or json")
         _check_matrix(paths, settings, output_format is Format.json, output, html, gates, run_litert_gpu)
@@ -112,11 +117,13 @@ def check(
 
     # A progress bar on a terminal when there are several files; never in logs or pipes.
     total = sum(1 for _, err in discover(paths) if err is None) if sys.stderr.isatty() else 0
-    if total > 1:
-        with typer.progressbar(length=total, label="checking", file=sys.stderr) as bar:
-            results = check_all(paths, settings, jobs, bar.update)
-    else:
-        results = check_all(paths, settings, jobs)
+    cache = ResultCache(enabled=not no_cache)
+    with user_errors(None):  # --ray: a cluster that cannot be reached is one error
+        if total > 1:
+            with typer.progressbar(length=total, label="checking", file=sys.stderr) as bar:
+                results = check_all(paths, settings, jobs, bar.update, cache, ray)
+        else:
+            results = check_all(paths, settings, jobs, cache=cache, ray=ray)
 
     for r in results:
         r.gates = gates.check(r)

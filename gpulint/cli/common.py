@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -43,6 +43,7 @@ USER_ERRORS = (
     ("gpulint.executor", "ExecutorError"),
     ("gpulint.verify", "VerifyError"),
     ("gpulint.engines", "EngineError"),
+    ("gpulint.fanout", "FanoutError"),
 )
 
 
@@ -87,6 +88,18 @@ def quiet_compiler() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=COMPILER_NOTE, module="pyopencl")
         yield
+
+
+T = TypeVar("T")
+
+
+def with_progress(label: str, total: int, work: Callable[[Callable[[int], None]], T]) -> T:
+    """`work(tick)`, with a progress bar on stderr where it is a terminal and there are several
+    models (never in logs or pipes); `tick(n)`: n more done."""
+    if total > 1 and sys.stderr.isatty():
+        with typer.progressbar(length=total, label=label, file=sys.stderr) as bar:
+            return work(bar.update)
+    return work(lambda n: None)
 
 
 def split_csv(values: list[str] | None) -> list[str]:
@@ -189,6 +202,24 @@ CoremlAllDevices = Annotated[
         "--coreml-all-devices/--no-coreml-all-devices",
         help="--target coreml: the delegate is created on every device, not only those with a Neural Engine.",
         show_default=False,
+    ),
+]
+NoCache = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Recompute every result: read nothing from the result cache, keep nothing in it "
+        "(GPULINT_CACHE_DIR/results; README: Result cache).",
+    ),
+]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Models in this many local processes at once.")]
+Ray = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="One task per model on the Ray cluster at ADDRESS (auto: RAY_ADDRESS, or the cluster this machine "
+        "runs); needs gpulint[ray] here and on the cluster's nodes.",
     ),
 ]
 Device = Annotated[

@@ -6,17 +6,32 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from gpulint.cli import common
-from gpulint.cli.common import Distribution, Precision, TextOrJson, fail, quiet_compiler, user_error, user_errors
+from gpulint.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    Distribution,
+    Precision,
+    TextOrJson,
+    fail,
+    quiet_compiler,
+    user_error,
+    user_errors,
+)
+from gpulint.fanout import run_each
 
 if TYPE_CHECKING:
+    from gpulint.cache import ResultCache
     from gpulint.settings import Settings
     from gpulint.verify import Request, Tolerance, VerifyResult
 
@@ -39,24 +54,71 @@ class Attempt:
     where: Path
 
 
-def try_verify(req: Request, device_spec: str | None) -> Attempt:
+def try_verify(req: Request, device_spec: str | None, cache: ResultCache | None = None) -> Attempt:
+    """Verify as `req` asks. `cache`: a verification whose files, options, engine and device were
+    seen before is read back, not run (none is kept where it writes files: a saved reference, a repro)."""
     from gpulint.executor import select_device
     from gpulint.model import read
     from gpulint.verify import verify
 
     where: Path = req.model_path
     try:
+        device = select_device(device_spec) if req.engine == "opencl" else None  # the accelerator brings its own
+        key = None
+        if cache is not None and cache.enabled and req.save_reference is None and req.export_repro is None:
+            key = cache.key("verify", request=verify_key(req), device=device_key(req.engine, device))
+            kept = cache.get(key)
+            if kept is not None:
+                return Attempt(kept, None, where)
         original = read(req.model_path)
         where = req.candidate_path or req.model_path
         candidate = read(where) if req.candidate_path is not None else original
-        device = select_device(device_spec) if req.engine == "opencl" else None  # the accelerator brings its own
         with quiet_compiler():
-            return Attempt(verify(req, original, candidate, device), None, where)
+            result = verify(req, original, candidate, device)
+        if key is not None:
+            cache.put(key, result)  # type: ignore[union-attr]
+        return Attempt(result, None, where)
     except Exception as e:
         message = user_error(e, also=(ValueError,))
         if message is None:
             raise
         return Attempt(None, message, where)
+
+
+def verify_key(req: Request) -> dict[str, Any]:
+    """What decides a verification's result: the bytes of every file it reads, and its options."""
+    from gpulint.cache import file_digest
+
+    files = {"model": req.model_path, "candidate": req.candidate_path, "inputs": req.inputs, "reference": req.reference}
+    return {
+        **{name: file_digest(p) if p is not None else None for name, p in files.items()},
+        "same_candidate": req.candidate_path is None,
+        "runs": req.runs,
+        "seed": req.seed,
+        "distribution": req.distribution,
+        "precision": req.precision,
+        "target": req.target,
+        "engine": req.engine,
+        "tolerances": {k: [t.atol, t.rtol, t.source, t.statistic] for k, t in sorted(req.tolerances.items())},
+        "bisect": req.bisect,
+    }
+
+
+def device_key(engine: str, device: Any) -> dict[str, Any]:
+    """The device and driver a result was computed on: the OpenCL device, or for LiteRT's
+    accelerator its runtime's version and the Vulkan driver files it is told to use."""
+    from gpulint.executor.device import host_cpu
+
+    if device is not None:
+        return {"name": device.name, "driver": device.driver, "llvm": device.llvm_target, "cpu": host_cpu()[0]}
+    from importlib import metadata
+
+    try:
+        litert = metadata.version("ai-edge-litert")
+    except metadata.PackageNotFoundError:
+        litert = None
+    vulkan = {k: os.environ.get(k) for k in ("VK_ICD_FILENAMES", "VK_DRIVER_FILES")}
+    return {"engine": engine, "ai-edge-litert": litert, "vulkan": vulkan, "cpu": host_cpu()[0]}
 
 
 def run_verify(req: Request, device_spec: str | None) -> VerifyResult:
@@ -82,7 +144,10 @@ def verify_target(settings: Settings, fail_with: common.Fail = fail) -> str:
 
 
 def verify(
-    path: Annotated[str, typer.Argument(help="The original .tflite model (the reference runs it).")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(help="The original .tflite model (the reference runs it), or several, or folders of them."),
+    ],
     candidate: Annotated[
         Path | None, typer.Option(help="The model to run on the executor (default: the original).")
     ] = None,
@@ -120,18 +185,24 @@ def verify(
             "(with --engine all, a folder per engine)."
         ),
     ] = None,
+    jobs: common.Jobs = 1,
+    ray: common.Ray = None,
+    no_cache: common.NoCache = False,
 ) -> None:
     """Run the model on a GPU engine (CPU partitions on LiteRT) and compare with the LiteRT CPU
-    interpreter. Exit 0 PASS, 1 FAIL, 2 error, 3 nothing ran on the GPU side (CPU-ONLY)."""
-    from gpulint.output.verify import render_side_by_side, render_verify
+    interpreter. Exit 0 PASS, 1 FAIL, 2 error, 3 nothing ran on the GPU side (CPU-ONLY). Of several
+    models, the worst decides (an error wins)."""
+    from gpulint.check import discover
     from gpulint.verify import Request
+
+    found = list(discover(paths))
+    one = len(found) == 1 and not Path(paths[0]).is_dir()  # one model: its own output, as always
 
     def stop(where: str | os.PathLike[str] | None, message: str) -> NoReturn:
         if output_format is TextOrJson.json:  # one JSON object in every outcome, errors too
             error = f"{where}: {message}" if where is not None else message
-            typer.echo(
-                json.dumps({"model": path, "candidate": str(candidate or path), "status": "ERROR", "error": error})
-            )
+            head = {"model": paths[0], "candidate": str(candidate or paths[0])} if one else {}
+            typer.echo(json.dumps({**head, "status": "ERROR", "error": error}))
         fail(where, message)
 
     try:
@@ -142,9 +213,14 @@ def verify(
         stop(None, "--inputs and --reference both give inputs; use one")
     if export_repro is not None and not bisect:
         stop(None, "--export-repro writes what --bisect finds: give --bisect too")
+    own = {"--candidate": candidate, "--inputs": inputs, "--reference": reference_file}
+    own |= {"--save-reference": save_reference, "--export-repro": export_repro}
+    given = [flag for flag, value in own.items() if value is not None]
+    if given and (not one or ray is not None):
+        stop(None, f"{given[0]} belongs to one model's files: give one model, without --ray")
     settings = common.resolve_settings(config=config, target=target, fail_with=stop)
-    req = Request(
-        model_path=Path(path),
+    template = Request(
+        model_path=Path(paths[0]),
         candidate_path=candidate,
         runs=runs,
         seed=seed,
@@ -158,23 +234,106 @@ def verify(
         reference=reference_file,
         export_repro=export_repro,
     )
-    names = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
-    results = []
-    for name in names:
-        repro = export_repro / name if export_repro is not None and len(names) > 1 else export_repro  # one each
-        attempt = try_verify(replace(req, engine=name, export_repro=repro), device)
-        if attempt.result is None:
-            stop(attempt.where, attempt.error or "")
-        results.append(attempt.result)
-    status = max((r.status for r in results), key=WORST_LAST.index)
-    if output_format is TextOrJson.json:
-        one = (
-            results[0].to_json() if len(results) == 1 else {"status": status, "engines": [r.to_json() for r in results]}
+    engines = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
+    models = [p for p, err in found if err is None]
+    units = [VerifyUnit(replace(template, model_path=Path(p)), engines, device, not no_cache) for p in models]
+    with user_errors(None):  # --ray: a cluster that cannot be reached is one error
+        done = common.with_progress(
+            "verifying",
+            len(units),
+            lambda tick: run_each(verify_unit, units, models, jobs=jobs, ray=ray, progress=tick, fresh=True, gpu=True),
         )
-        typer.echo(json.dumps(one, indent=2))
+    if one:
+        attempts = done[0]
+        for attempt in attempts:
+            if attempt.result is None:
+                stop(attempt.where, attempt.error or "")
+        results = [a.result for a in attempts if a.result is not None]
+        status = max((r.status for r in results), key=WORST_LAST.index)
+        if output_format is TextOrJson.json:
+            single = (
+                results[0].to_json()
+                if len(results) == 1
+                else {"status": status, "engines": [r.to_json() for r in results]}
+            )
+            typer.echo(json.dumps(single, indent=2))
+        else:
+            typer.echo(render_one(results))
+        raise typer.Exit(EXIT_CODES[status])
+    raise typer.Exit(_report_many(found, iter(done), output_format is TextOrJson.json))
+
+
+def render_one(results: list[VerifyResult]) -> str:
+    from gpulint.output.verify import render_side_by_side, render_verify
+
+    return render_verify(results[0]) if len(results) == 1 else render_side_by_side(results)
+
+
+def _report_many(found: list[tuple[str, str | None]], done: Iterator[list[Attempt]], as_json: bool) -> int:
+    """Several models: each one's result in the order given (a model that cannot run is one error
+    line, and an ERROR entry in JSON), a count, and the exit code of the worst."""
+    entries: list[dict[str, Any]] = []
+    texts: list[str] = []
+    codes: list[int] = []
+    for path, error in found:
+        attempts = next(done) if error is None else [Attempt(None, error, Path(path))]
+        failed = next((a for a in attempts if a.result is None), None)
+        if failed is not None:
+            typer.echo(f"gpulint: error: {failed.where}: {failed.error}", err=True)
+            entries.append({"model": path, "status": "ERROR", "error": f"{failed.where}: {failed.error}"})
+            codes.append(EXIT_USAGE)
+            continue
+        results = [a.result for a in attempts if a.result is not None]
+        status = max((r.status for r in results), key=WORST_LAST.index)
+        codes.append(EXIT_CODES[status])
+        if len(results) == 1:
+            entries.append(results[0].to_json())
+        else:
+            entries.append({"model": path, "status": status, "engines": [r.to_json() for r in results]})
+        texts.append(render_one(results))
+    counts = Counter(e["status"] for e in entries)
+    worst = max(codes, key=EXIT_RANK.index)
+    status = next(s for s, c in {**EXIT_CODES, "ERROR": EXIT_USAGE}.items() if c == worst)
+    if as_json:
+        typer.echo(json.dumps({"status": status, "counts": dict(sorted(counts.items())), "models": entries}, indent=2))
     else:
-        typer.echo(render_verify(results[0]) if len(results) == 1 else render_side_by_side(results))
-    raise typer.Exit(EXIT_CODES[status])
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        typer.echo("\n\n".join([*texts, f"{len(entries)} model(s): {summary}"]))
+    return worst
+
+
+@dataclass
+class VerifyUnit:
+    """One model's verification on each engine, as a task (gpulint.fanout)."""
+
+    request: Request
+    engines: list[str]
+    device: str | None
+    use_cache: bool
+
+
+def verify_unit(unit: VerifyUnit, local: str) -> list[Attempt]:
+    """A task: verify the model at `local` (the file, or a Ray worker's copy) on each engine in
+    turn, each result naming the model by the unit's path."""
+    from gpulint.cache import ResultCache
+
+    name = unit.request.model_path
+    attempts = []
+    for engine in unit.engines:
+        repro = unit.request.export_repro
+        if repro is not None and len(unit.engines) > 1:
+            repro = repro / engine  # --engine all: one folder each
+        req = replace(unit.request, model_path=Path(local), engine=engine, export_repro=repro)
+        attempt = try_verify(req, unit.device, ResultCache(unit.use_cache))
+        if attempt.result is not None:
+            same = attempt.result.candidate == attempt.result.model
+            attempt.result = replace(attempt.result, model=str(name))
+            if same:
+                attempt.result.candidate = str(name)
+        if attempt.where == Path(local):
+            attempt.where = name
+        attempts.append(attempt)
+    return attempts
 
 
 # 0 PASS, 1 FAIL, 2 a usage error or a model that cannot run, 3 within tolerance but nothing ran on
@@ -182,6 +341,7 @@ def verify(
 # Of several engines' results, the worst decides: FAIL, then CPU-ONLY, then PASS.
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "CPU-ONLY": 3}
 WORST_LAST = ["PASS", "CPU-ONLY", "FAIL"]
+EXIT_RANK = [EXIT_OK, 3, EXIT_FINDINGS, EXIT_USAGE]  # several models: an error, then FAIL, CPU-ONLY, PASS
 
 
 def _tolerances(atol: float | None, rtol: float, items: list[str] | None) -> dict[str, Tolerance]:

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpulint.cache import cache_dir
 from gpulint.engines.base import EngineError, EngineUnavailable, part_json, plan_parts
-from gpulint.executor.device import cache_dir
 from gpulint.model.ir import Model
 from gpulint.text import clean
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulint.atomic import write_atomic
+from gpulint.cache import cache_dir
 from gpulint.executor.errors import ExecutorError
 
 # OpenCL's CL_DEVICE_TYPE bits (cl.h), so that choosing needs no pyopencl (and takes fake devices).
@@ -141,12 +142,6 @@ def opencl() -> Any:
     except Exception as e:  # a broken install: an error message, not a traceback
         raise ExecutorError(f"OpenCL is not usable here: pyopencl failed to load ({e})") from None
     return pyopencl
-
-
-def cache_dir() -> Path:
-    """Where compiled kernels are kept between processes: gpulint's program binaries, and PoCL's
-    own cache under pocl/. One folder a CI job can keep (README: "Kernel cache")."""
-    return Path(os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels")).expanduser()
 
 
 def devices() -> list[Candidate]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gpulint import __version__
+from gpulint.cache import cache_dir
 from gpulint.executor import device as dev
 from gpulint.text import clean
 
@@ -54,7 +55,7 @@ def host() -> dict[str, Any]:
 
 def cache() -> dict[str, str]:
     # What select_device would set POCL_CACHE_DIR to, where the environment does not.
-    return {"dir": str(dev.cache_dir()), "pocl": os.environ.get("POCL_CACHE_DIR", str(dev.cache_dir() / "pocl"))}
+    return {"dir": str(cache_dir()), "pocl": os.environ.get("POCL_CACHE_DIR", str(cache_dir() / "pocl"))}
 
 
 def describe(c: dev.Candidate) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpulint.atomic import write_atomic
-from gpulint.executor.device import Device, cache_dir, host_cpu, mark_failed
+from gpulint.cache import cache_dir
+from gpulint.executor.device import Device, host_cpu, mark_failed
 from gpulint.executor.errors import DeviceError, ExecutorError
 from gpulint.executor.flavour import Flavour
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from gpulint.atomic import write_atomic
+from gpulint.cache import cache_dir
 from gpulint.executor import guard, opcodes
-from gpulint.executor.device import Device, cache_dir, opencl
+from gpulint.executor.device import Device, opencl
 from gpulint.executor.errors import ExecutorError
 from gpulint.executor.flavour import Flavour
 from gpulint.executor.precision import Precision
