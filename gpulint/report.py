@@ -191,23 +191,24 @@ class Built:
     fix_error: str | None = None  # why there is no fix preview
 
 
-def build_section(path: str, settings: Settings, with_fix: bool) -> Built:
+def build_section(path: str, settings: Settings, with_fix: bool, name: str | None = None) -> Built:
     """Read, check and (with_fix) preview the safe fix of one model. Each model, and each part of
     it, degrades on its own: an unreadable model gets a section saying why, a fix that cannot run
-    a section without the preview."""
+    a section without the preview. `name`: how the page names the model where `path` is a copy."""
+    name = name or path
     try:
         model = read(path)
     except ModelError as e:
-        return Built(error_section(path, str(e)), error=str(e))
+        return Built(error_section(name, str(e)), error=str(e))
     except OSError as e:
-        return Built(error_section(path, e.strerror or str(e)), error=e.strerror or str(e))
-    result = check_model(model, path, settings)
+        return Built(error_section(name, e.strerror or str(e)), error=e.strerror or str(e))
+    result = check_model(model, name, settings)
     size = os.path.getsize(path)
     summary, fix_error = None, None
     if with_fix:
         try:
             fixed, report = fix_model(Path(path), model, select_passes(None, False), PassOptions(keep_fp16=True))
-            summary = FixSummary(report, result, check_model(fixed, path, settings), size, len(to_bytes(fixed)))
+            summary = FixSummary(report, result, check_model(fixed, name, settings), size, len(to_bytes(fixed)))
         except FixError as e:
             fix_error = clean(str(e), 1000) or "?"
     return Built(model_section(model, result, settings, size, summary, fix_error), model, result, None, fix_error)
@@ -435,3 +436,19 @@ def node_data(model: Model, result: FileResult) -> dict[str, Any]:
 
 def write_node_data(path: Path, model: Model, result: FileResult) -> bytes:
     return (json.dumps(node_data(model, result), indent=2) + "\n").encode("utf-8")
+
+
+def render_index(rows: list[dict[str, Any]], matrix: dict[str, Any], target: str, verify_columns: list[str]) -> str:
+    """The index page of `report DIR`: a row per model (its page's link, verdict, GPU ops, the
+    device-family matrix's cells, and a verify status per precision and engine), sortable."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpulint", "reports"), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    cells = {r["path"]: r for r in matrix["rows"]}
+    for row in rows:
+        row["cells"] = cells.get(row["name"], {}).get("cells") or []
+        if not row["error"] and not row["cells"]:
+            row["cells"] = [{"outcome": "none", "text": "", "reason": ""} for _ in matrix["columns"]]
+    return env.get_template("index.html.j2").render(
+        rows=rows, columns=matrix["columns"], verify_columns=verify_columns, target=target, version=__version__
+    )
