@@ -56,6 +56,7 @@ class BenchResult:
     ops: list[dict[str, Any]] = field(default_factory=list)
     partitions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    load: dict[str, float] = field(default_factory=dict)  # what it measured under: load average before, after, cores
 
     @property
     def ratio(self) -> float:
@@ -77,6 +78,7 @@ class BenchResult:
             "ops": self.ops,
             "partitions": self.partitions,
             "warnings": self.warnings,
+            "load": self.load,
         }
 
 
@@ -86,6 +88,7 @@ def bench(
     model = read(path)
     inputs = reference.random_inputs(model, 0)
     threads = threads or os.cpu_count() or 1
+    load_before = _load()
     runner = PartitionedRunner(model, device, precision)
     try:
         values = runner.tensors(inputs)  # warm-up: the first launch of each kernel may compile it
@@ -142,7 +145,25 @@ def bench(
         runner.close()
     if start:
         result.cold_start_s, result.cached_start_s = start_times(path, device, precision)
+    result.load = {"before": load_before, "after": _load(), "cores": os.cpu_count() or 1}
     return result
+
+
+BUSY = 0.5  # a load average above this share of the cores is a busy machine
+
+
+def busy(load: dict[str, float]) -> bool:
+    """bench runs nothing beside itself (no --jobs), but it cannot stop others: where the machine
+    was busy its times are under that sharing, and it says so."""
+    return bool(load) and max(load["before"], load["after"]) > BUSY * load["cores"]
+
+
+def _load() -> float:
+    """The 1-minute load average (0 where the system has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return 0.0
 
 
 def nonfinite_warnings(model: Model, outputs: list[np.ndarray]) -> list[str]:

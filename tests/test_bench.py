@@ -29,6 +29,8 @@ def test_bench_json_has_both_latencies_and_the_op_table(tmp_path: Path) -> None:
     assert out["device"] and out["cpu_threads"] >= 1 and out["cold_start_s"] is None
     assert [row["op"] for row in out["ops"]] == ["CONV_2D"]  # its 3-channel input read as given: no conversion
     assert sum(row["share"] for row in out["ops"]) == pytest.approx(1.0, abs=0.01)
+    # what it measured under (#41: bench shares the machine with nothing of its own, and says how busy it was)
+    assert set(out["load"]) == {"before", "after", "cores"} and out["load"]["cores"] >= 1
 
 
 def test_bench_start_times_cached_is_faster(tmp_path: Path) -> None:
@@ -37,6 +39,7 @@ def test_bench_start_times_cached_is_faster(tmp_path: Path) -> None:
     r = runner.invoke(app, ["bench", str(path), "--runs", "2"])
     assert r.exit_code == 0, r.output
     assert "LiteRT CPU interpreter (" in r.stdout and "OpenCL executor:" in r.stdout
+    assert "  measured under: load average " in r.stdout
     line = next(ln for ln in r.stdout.splitlines() if "start (read, build, first run)" in ln)
     cold, cached = (float(part.split()[-2]) for part in line.split(":")[1].split(","))
     assert cached < cold  # the cached start skips compiling the kernels

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpulint.bench import busy
 from gpulint.compare import precision_text
 from gpulint.text import clean
 
@@ -24,6 +25,13 @@ def render_bench(path: str, result: BenchResult) -> str:
         lines.append(f"    partition {p['kind']:3} {p['ms']:8.3f} ms on {p['ran_on']}: {clean(p['summary'], 300)}")
     for warning in result.warnings:
         lines.append(f"  warning: {warning}")
+    if result.load:
+        load = result.load
+        lines.append(
+            f"  measured under: load average {load['before']:.1f} before, {load['after']:.1f} after, "
+            f"on {load['cores']:.0f} cores"
+            + (": a busy machine, the times are under that sharing; compare them on a quiet one" if busy(load) else "")
+        )
     if result.cold_start_s is not None and result.cached_start_s is not None:
         lines.append(
             f"  start (read, build, first run): cold {result.cold_start_s:.2f} s, cached {result.cached_start_s:.2f} s"
