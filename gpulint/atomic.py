@@ -9,8 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes | bytearray | memoryview]) -> None:
-    """Readers of `path` see the old file or the complete new one, never a part."""
+def write_atomic(
+    path: str | os.PathLike[str], chunks: Iterable[bytes | bytearray | memoryview], sync: bool = True
+) -> None:
+    """Readers of `path` see the old file or the complete new one, never a part. `sync=False`: no
+    fsync, for a cache, whose entry lost or emptied by a crash is only a miss."""
     path = Path(path)
     try:
         mode = path.stat().st_mode & 0o777
@@ -25,7 +28,8 @@ def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes | bytearra
             for chunk in chunks:
                 f.write(chunk)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -101,4 +101,4 @@ class ResultCache:
         path = self.path(key)
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, [pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)])
+            write_atomic(path, [pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)], sync=False)
