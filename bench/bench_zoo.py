@@ -1,7 +1,7 @@
 """Model-zoo scale (#41): models per second for check (cold and from the result cache), verify in one
 process and in --jobs processes, on a local two-node Ray cluster, and Ray's per-task overhead.
 
-    .venv/bin/python bench/bench_zoo.py [--models 60] [--ray] [--json out.json]
+    .venv/bin/python bench/bench_zoo.py [--models 60] [--jobs 2,4] [--ray] [--json out.json]
 
 Builds a zoo with the project's builder (conv stacks, depthwise blocks and dense heads of varied
 depth, width and resolution), then times whole `gpulint` commands on it, as a user runs them: each
@@ -63,7 +63,7 @@ def zoo_model(i: int) -> Any:
 
 def timed(args: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    r = subprocess.run([str(BIN / "gpulint"), *args], capture_output=True, text=True, env=env)
+    r = subprocess.run([sys.executable, "-m", "gpulint", *args], capture_output=True, text=True, env=env)
     if r.returncode not in (0, 1):
         raise SystemExit(f"gpulint {' '.join(args)}: exit {r.returncode}: {r.stderr[-2000:]}")
     return time.perf_counter() - start
@@ -91,6 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", type=int, default=60)
     ap.add_argument("--ray", action="store_true")
+    ap.add_argument("--jobs", default="2", help="Comma-separated --jobs to time verify at, beside 1.")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpulint-zoo-"))
@@ -107,7 +108,8 @@ def main() -> None:
     rows["check, cold cache (writes it)"] = timed(["check", str(zoo)], base)
     rows["check, from the cache"] = timed(["check", str(zoo)], base)
     rows["verify --jobs 1, no cache"] = timed(["verify", str(zoo), "--no-cache"], base)
-    rows["verify --jobs 2, no cache"] = timed(["verify", str(zoo), "--no-cache", "--jobs", "2"], base)
+    for jobs in sorted({int(j) for j in a.jobs.split(",")} - {1}):
+        rows[f"verify --jobs {jobs}, no cache"] = timed(["verify", str(zoo), "--no-cache", "--jobs", str(jobs)], base)
     timed(["verify", str(zoo)], base)
     rows["verify, from the cache"] = timed(["verify", str(zoo)], base)
     overhead = None
