@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -185,10 +186,16 @@ def check_file(path: str, settings: Settings, cache: ResultCache | None = None, 
         model = read(path)
     except ModelError as e:
         return FileResult(name, error=str(e))
+    start = time.perf_counter()
     linted = lint_model(model, name, settings)
-    if key is not None:
+    if key is not None and time.perf_counter() - start > KEEP_LINTS_OVER_S:
         cache.put(key, linted)  # type: ignore[union-attr]
     return _select(linted, settings, name)
+
+
+# A lint quicker than this is not kept: writing and reading its entry costs about as much (0.5 ms
+# here), and a run over hundreds of such models would be slower with the cache than without.
+KEEP_LINTS_OVER_S = 0.002
 
 
 def lint_settings(settings: Settings) -> dict[str, Any]:

@@ -29,6 +29,7 @@ def cache_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The cache in force (conftest turns it off for every other test), in a folder of this test's."""
     monkeypatch.delenv("GPULINT_NO_CACHE", raising=False)
     monkeypatch.setenv("GPULINT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(check_mod, "KEEP_LINTS_OVER_S", 0.0)  # the builder's models lint in about 1 ms
     return tmp_path / "cache"
 
 
@@ -112,8 +113,18 @@ def test_check_cli_prints_the_same_from_the_cache(tmp_path: Path) -> None:
     second = subprocess.run(run, capture_output=True, text=True, env=os.environ.copy())
     assert first.stdout == second.stdout and first.returncode == second.returncode
     assert len(json.loads(first.stdout)["files"]) == 3
-    kept = list((Path(os.environ["GPULINT_CACHE_DIR"]) / "results").rglob("*.pickle"))
-    assert len(kept) == 3
+
+
+def test_a_lint_quicker_than_its_entry_is_not_kept(
+    tmp_path: Path, cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keeping a 1-ms lint costs about what it saves: a run over hundreds of them would be slower."""
+    monkeypatch.setattr(check_mod, "KEEP_LINTS_OVER_S", 3600.0)
+    path = tmp_path / "m.tflite"
+    write(conv_model(8), path)
+    first = check_mod.check_file(str(path), Settings(), ResultCache())
+    assert check_mod.check_file(str(path), Settings(), ResultCache()) == first
+    assert not list(cache_on.rglob("*.pickle"))
 
 
 # -- verify -------------------------------------------------------------------------------------------
