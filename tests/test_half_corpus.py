@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from converters import torch_build, torch_half_build
 from helpers import needs_accelerator, needs_opencl
+from test_half_passes import _error, _verify
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -135,21 +136,6 @@ def test_fix_applies_its_pass_and_proves_it(name: str, folder: str) -> None:
     assert "verified on the LiteRT CPU interpreter" in words, words
     others = {"scaled-variance", "stable-softmax", "split-reduction"} - {CASES[name][0]}
     assert not any(f": {p}: subgraph" in words for p in others), words
-
-
-def _verify(path: Path, candidate: Path, npz: Path, engine: str) -> dict[str, Any]:
-    args = ["verify", str(path), "--candidate", str(candidate), "--inputs", str(npz), "--precision", "fp16"]
-    r = runner.invoke(app, [*args, "--engine", engine, "--format", "json"])
-    assert r.exit_code in (0, 1), r.output
-    out: dict[str, Any] = json.loads(r.stdout)
-    return out
-
-
-def _error(out: dict[str, Any]) -> str:
-    o = out["outputs"][0]
-    if o["nonfinite_in_candidate"]:
-        return f"{o['nonfinite_in_candidate']} NaN/Inf"
-    return f"max abs {o['max_abs_error']:.3g} (atol {o['atol']:.3g})"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
