@@ -213,3 +213,19 @@ def test_one_models_files_need_one_model(tmp_path: Path) -> None:
     code, out, err = run_verify(str(folder), "--inputs", str(tmp_path / "in.npz"))
     assert code == 2 and out["status"] == "ERROR"
     assert "--inputs belongs to one model's files" in err
+
+
+@needs_opencl()
+def test_a_cached_verify_names_this_runs_files(tmp_path: Path) -> None:
+    from gpulint.cli.verify import VerifyUnit, verify_unit
+    from gpulint.verify import Request
+
+    write(conv_model(8), tmp_path / "a.tflite")
+    for name in ("b.tflite", "a2.tflite", "b2.tflite"):
+        (tmp_path / name).write_bytes((tmp_path / "a.tflite").read_bytes())
+    for model, candidate in (("a", "b"), ("a2", "b2")):  # the second is read back from the first's entry
+        req = Request(tmp_path / f"{model}.tflite", candidate_path=tmp_path / f"{candidate}.tflite")
+        (attempt,) = verify_unit(VerifyUnit(req, ["opencl"], None, True), str(req.model_path))
+        assert attempt.result is not None
+        assert (attempt.result.model, attempt.result.candidate) == (str(req.model_path), str(req.candidate_path))
+    assert len(list((Path(os.environ["GPULINT_CACHE_DIR"]) / "results").rglob("*.pickle"))) == 1

@@ -325,11 +325,9 @@ def verify_unit(unit: VerifyUnit, local: str) -> list[Attempt]:
             repro = repro / engine  # --engine all: one folder each
         req = replace(unit.request, model_path=Path(local), engine=engine, export_repro=repro)
         attempt = try_verify(req, unit.device, ResultCache(unit.use_cache))
-        if attempt.result is not None:
-            same = attempt.result.candidate == attempt.result.model
-            attempt.result = replace(attempt.result, model=str(name))
-            if same:
-                attempt.result.candidate = str(name)
+        if attempt.result is not None:  # named as this run names them (a cached result: as the run that kept it)
+            candidate = unit.request.candidate_path
+            attempt.result = replace(attempt.result, model=str(name), candidate=str(candidate or name))
         if attempt.where == Path(local):
             attempt.where = name
         attempts.append(attempt)
