@@ -125,7 +125,8 @@ def report(
         raise typer.Exit(EXIT_USAGE)
     if folder:
         out = output if output != Path("report.html") else Path("gpulint-report")
-        _write_folder(out, found, sections, settings, [u.precisions for u in units][:1], units[:1])
+        verified = units[0].engines if vtarget is not None else []
+        _write_folder(out, found, sections, settings, verified, units[0].precisions)
         typer.echo(f"wrote {out / 'index.html'} and {len(sections)} model page(s)")
     else:
         common.write_report(output, sections)
@@ -217,8 +218,8 @@ def _write_folder(
     found: list[tuple[str, str | None]],
     sections: list[dict[str, Any]],
     settings: Settings,
-    precisions: list[list[str]],
-    units: list[ReportUnit],
+    engines: list[str],
+    precisions: list[str],
 ) -> None:
     """`report DIR`: a page per model under OUT/models/ (named after its path) and OUT/index.html."""
     from gpulint import matrix as mx
@@ -231,8 +232,7 @@ def _write_folder(
     with user_errors(None):
         rows = mx.matrix([p for p, err in found if err is None], settings.quantized, settings.target_settings)
     matrix = matrix_section(rows)
-    engines = units[0].engines if units and units[0].verify_target is not None else []
-    columns = [f"{p}{' ' + e if len(engines) > 1 else ''}" for p in (precisions[0] if engines else []) for e in engines]
+    columns = [f"{p}{' ' + e if len(engines) > 1 else ''}" for p in precisions for e in engines]  # none unverified
     index_rows = []
     used: set[str] = set()
     for (path, _), section in zip(found, sections, strict=True):
