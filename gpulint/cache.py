@@ -81,24 +81,33 @@ class ResultCache:
         return self.root / key[:2] / f"{key}.pickle"
 
     def get(self, key: str) -> Any | None:
-        if not self.enabled:
-            return None
-        try:
-            data = self.path(key).read_bytes()
-        except OSError:
-            return None
-        try:
-            return pickle.loads(data)
-        except UNREADABLE:  # damaged (a disk, a foreign write): a miss, and put() rewrites it
-            return None
+        return read_entry(self.path(key)) if self.enabled else None
 
     def put(self, key: str, value: Any) -> None:
         """Keep `value` under `key`; a folder that cannot be written keeps nothing, silently."""
-        if not self.enabled:
-            return
-        from gpulint.atomic import write_atomic
+        if self.enabled:
+            write_entry(self.path(key), value)
 
-        path = self.path(key)
-        with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, [pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)], sync=False)
+
+def read_entry(path: Path) -> Any | None:
+    """The value pickled at `path`; None where there is none or it cannot be read (damaged by a
+    disk or a foreign write: a miss, which the caller's write_entry replaces)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        return pickle.loads(data)
+    except UNREADABLE:
+        return None
+
+
+def write_entry(path: Path, value: Any) -> None:
+    """`value` pickled to `path`, atomically and without fsync (an entry a crash loses is a miss);
+    a folder that cannot be written, or a value that cannot be pickled, keeps nothing, silently."""
+    from gpulint.atomic import write_atomic
+
+    with contextlib.suppress(OSError, pickle.PicklingError):
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, [data], sync=False)

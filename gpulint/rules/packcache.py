@@ -17,27 +17,24 @@ private to the user or CI job.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import pickle
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from gpulint.cache import cache_dir, read_entry, write_entry
 
 T = TypeVar("T")
-
-# What pickle.loads raises on a damaged or foreign entry, besides its own error.
-_UNREADABLE = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, TypeError, ValueError)
 
 _CODE: str | None = None
 
 
 def folder() -> Path:
-    """`packs` in gpulint's cache folder (the one `gpulint.cache.cache_dir()` names)."""
-    root = os.environ.get("GPULINT_CACHE_DIR", Path.home() / ".cache" / "gpulint" / "kernels")
-    return Path(root).expanduser() / "packs"
+    """`packs` in gpulint's cache folder."""
+    return cache_dir() / "packs"
 
 
 def _stat_lines(top: str, suffixes: tuple[str, ...]) -> Iterable[str]:
@@ -81,25 +78,10 @@ def key(kind: str, texts: Iterable[str]) -> str:
 def cached(kind: str, texts: Iterable[str], parse: Callable[[], T], root: Path | None = None) -> T:
     """`parse()`, or what it returned in an earlier process for the same `kind`, pack texts and code."""
     path = (root if root is not None else folder()) / f"{key(kind, texts)}.pickle"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        pass
-    else:
-        try:
-            value: T = pickle.loads(data)
-            return value
-        except _UNREADABLE:  # damaged (a disk, a foreign write): a miss, rewritten below
-            pass
+    kept = read_entry(path)
+    if kept is not None:
+        value: T = kept
+        return value
     value = parse()
-    _put(path, value)
+    write_entry(path, value)
     return value
-
-
-def _put(path: Path, value: Any) -> None:
-    from gpulint.atomic import write_atomic
-
-    with contextlib.suppress(OSError, pickle.PicklingError):
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, [data])
