@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from oracle import OracleResult
-from oracle.grid import cases
+from oracle.grid import cases, graph, landmarks, landmarks_matrix
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
 from gpulint.check import Settings, check_file
+from gpulint.model.write import write
 
 # The oracle's settings: the GL delegate's defaults (quantized ops off), MediaPipe's build (its
 # custom GPU ops registered), and the OpenGL backend (the only one it has).
@@ -216,6 +217,29 @@ def test_grid_model(
     expect_agreement(request, cid)
     path = oracle_grid_models[cid]
     compare(f"grid {cid}", path, grid_answers[str(path)])
+
+
+# -- (d) what kills the delegate's process -----------------------------------------------------
+
+# MediaPipe's V2-to-V1 transformations read the producer of an input without a null check. The
+# comparison above skips a model the oracle died on; here the death is the answer, and check
+# must name it rather than call the model ready.
+DEATHS = [
+    graph("TransformLandmarks-v2-on-a-graph-input", landmarks("input", True)),
+    graph("Landmarks2TransformMatrix-v2-on-a-graph-input", landmarks_matrix("input")),
+    graph("Landmarks2TransformMatrix-v2-mul-of-a-graph-input", landmarks_matrix("input-mul")),
+]
+
+
+def test_a_v2_mediapipe_op_on_a_graph_input_kills_the_delegate(gl_oracle: Any, tmp_path: Path) -> None:
+    paths = {c.id: tmp_path / f"{c.id}.tflite" for c in DEATHS}
+    for c in DEATHS:
+        write(c.build(), str(paths[c.id]))
+    answers = gl_oracle(list(paths.values()))
+    for cid, path in paths.items():
+        assert answers[str(path)].outcome == "crash", (cid, answers[str(path)].words)
+        pred = predict(path)
+        assert pred.outcome == "init-failure" and "the process dies (SIGSEGV)" in pred.reason, (cid, pred.reason)
 
 
 # -- the README's table -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from flatbuffers import flexbuffers
 
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
@@ -443,18 +444,54 @@ def test_an_int32_mul_of_graph_inputs_stays_behind_the_tensor_gate() -> None:
     assert mul.placement == "cpu" and mul.codes[0][0] == "GPU107"
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_gpu203_mediapipe_shaders_take_version_1(version: int) -> None:
+@pytest.mark.parametrize("sized", [True, False])
+def test_gpu203_mediapipe_bilinear_needs_its_output_size(sized: bool) -> None:
+    # MediaPipe's TransformTensorBilinearV2ToV1 makes every version-2 node version 1; the GL shader
+    # then wants the output size from the options (GL oracle: initialises with it, fails without)
     def build(g: SubgraphBuilder) -> int:
         x, m = g.input("x", [1, 64, 64, 3]), g.input("m", [1, 4, 4])
-        return g.op("TransformTensorBilinear", [x, m], [1, 32, 32, 3], custom_options=b"", version=version)
+        opts = bytes(flexbuffers.Dumps({"output_height": 32, "output_width": 32})) if sized else b""
+        return g.op("TransformTensorBilinear", [x, m], [1, 32, 32, 3], custom_options=opts, version=2)
 
     found = messages(lint(single(build), target="mediapipe"), "GPU203")
     expected = (
         "`TransformTensorBilinear` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
         "This case is not supported by TransformTensorBilinear."
     )
-    assert found == ([] if version == 1 else [expected])
+    assert found == ([] if sized else [expected])
+
+
+@pytest.mark.parametrize("after", ["RESHAPE", "ABS"])
+def test_gpu203_mediapipe_landmarks_stay_version_2_without_reshapes(after: str) -> None:
+    # TransformLandmarksV2ToV1 only converts a node between two RESHAPEs; both backends' kernels
+    # take version 1 only (GL oracle: face_landmark_with_attention's shape initialises)
+    def build(g: SubgraphBuilder) -> int:
+        flat, m = g.input("x", [1, 16]), g.input("m", [1, 4, 4])
+        pts = g.op("RESHAPE", [flat, g.const("s", np.array([1, 8, 2], np.int32))], [1, 8, 2])
+        out = g.op("TransformLandmarks", [pts, m], [1, 8, 2], custom_options=b"", version=2)
+        if after == "ABS":
+            return g.op("ABS", [out], [1, 8, 2])
+        return g.op("RESHAPE", [out, g.const("s2", np.array([1, 16], np.int32))], [1, 16])
+
+    found = messages(lint(single(build), target="mediapipe"), "GPU203")
+    expected = [
+        "`TransformLandmarks` fails to initialize on the OpenCL backend: Transform Landmarks operation "
+        "supports only version 1.",
+        "`TransformLandmarks` fails to initialize on the OpenGL ES backend (devices without OpenCL): "
+        "This case is not supported by TransformLandmarks",
+    ]
+    assert found == ([] if after == "RESHAPE" else expected)
+
+
+def test_gpu201_a_mediapipe_op_on_a_graph_input_kills_the_process() -> None:
+    def build(g: SubgraphBuilder) -> int:
+        return g.op("TransformLandmarks", [g.input("x", [1, 8, 2]), g.input("m", [1, 4, 4])], [1, 8, 2], version=2)
+
+    (found,) = messages(lint(single(build), target="mediapipe"), "GPU201")
+    assert found.endswith(
+        "no op makes `x` (a graph input), whose producer MediaPipe's V2-to-V1 transformation reads: "
+        "the process dies (SIGSEGV)"
+    )
 
 
 def test_each_backend_fails_at_its_first_failing_subgraph() -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from flatbuffers import flexbuffers
 
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
@@ -376,6 +377,78 @@ def computed_size(shape_first: bool) -> Callable[[SubgraphBuilder], int]:
     return build
 
 
+def landmarks(source: str, post: bool, channels: int = 2, readers: int = 1) -> Callable[[SubgraphBuilder], int]:
+    """MediaPipe's TransformLandmarks (version 2, as MediaPipe registers it) on landmarks from `source`
+    (reshape, relu or input: a graph input), with or without a RESHAPE after it: its V2-to-V1
+    transformation needs a RESHAPE on each side (face_landmark_with_attention's shape)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        n = 8
+        m = g.input("m", [1, 4, 4])
+        if source == "reshape":
+            flat = g.input("x", [1, n * channels])
+            pts = g.op("RESHAPE", [flat, g.const("s1", np.array([1, n, channels], np.int32))], [1, n, channels])
+        elif source == "relu":
+            pts = g.op("RELU", [g.input("x", [1, n, channels])], [1, n, channels])
+        else:
+            pts = g.input("x", [1, n, channels])
+        out = g.op("TransformLandmarks", [pts, m], [1, n, channels], custom_options=b"", version=2)
+        for _ in range(readers - 1):
+            g.output(g.op("ABS", [out], [1, n, channels]))
+        if not post:
+            return out
+        return g.op("RESHAPE", [out, g.const("s2", np.array([1, n * channels], np.int32))], [1, n * channels])
+
+    return build
+
+
+def bilinear(matrix: tuple[int, ...], sized: bool) -> Callable[[SubgraphBuilder], int]:
+    """MediaPipe's TransformTensorBilinear version 2: its output size comes from the custom options."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x, m = g.input("x", [1, 16, 16, 4]), g.input("m", list(matrix))
+        opts = flexbuffers.Dumps({"output_height": 8, "output_width": 8}) if sized else b""
+        return g.op("TransformTensorBilinear", [x, m], [1, 8, 8, 4], custom_options=bytes(opts), version=2)
+
+    return build
+
+
+def matrix_options() -> bytes:
+    """Landmarks2TransformMatrix version 2's options, as MediaPipe's face models carry them (subset_idxs
+    a typed vector, which its parser reads with AsTypedVector)."""
+    b = flexbuffers.Builder()
+    with b.Map():
+        for key, value in (("left_rotation_idx", 0), ("output_height", 16), ("output_width", 16)):
+            b.Int(key, value)
+        b.Int("right_rotation_idx", 5)
+        b.Float("scale_x", 1.5)
+        b.Float("scale_y", 1.5)
+        b.Key("subset_idxs")
+        b.TypedVectorFromElements(list(range(8)))
+        b.Float("target_rotation_radians", 0.0)
+    return bytes(b.Finish())
+
+
+def landmarks_matrix(chain: str) -> Callable[[SubgraphBuilder], int]:
+    """Landmarks2TransformMatrix version 2 after `chain`: input (a graph input), relu, reshape, and
+    -mul for a MUL by a scalar before the op (face_landmark_with_attention: RESHAPE -> MUL -> op)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        n = 8
+        if chain.startswith("reshape"):
+            flat = g.input("x", [1, n * 3])
+            x = g.op("RESHAPE", [flat, g.const("s", np.array([1, n, 3], np.int32))], [1, n, 3])
+        elif chain.startswith("relu"):
+            x = g.op("RELU", [g.input("x", [1, n, 3])], [1, n, 3])
+        else:
+            x = g.input("x", [1, n, 3])
+        if chain.endswith("mul"):
+            x = g.op("MUL", [x, g.const("k", np.array([2.0], np.float32))], [1, n, 3])
+        return g.op("Landmarks2TransformMatrix", [x], [1, 4, 4], custom_options=matrix_options(), version=2)
+
+    return build
+
+
 def issue_38_graphs() -> list[Case]:
     """Both sides of the conditions of issue #38 that need several ops or quantized constants."""
     out = [
@@ -389,4 +462,23 @@ def issue_38_graphs() -> list[Case]:
     ]
     out += [graph(f"{op}-same-tensor-twice", same_twice(op)) for op in ("BATCH_MATMUL", "SELECT_V2", "ADD")]
     out += [graph(f"RESIZE_BILINEAR-computed-size-{w}", computed_size(w == "first")) for w in ("first", "after-relu")]
+    for source, post, channels, readers in (
+        ("reshape", 1, 2, 1),
+        ("reshape", 1, 3, 1),
+        ("reshape", 1, 4, 1),
+        ("relu", 1, 2, 1),
+        ("reshape", 0, 2, 1),
+        ("reshape", 1, 2, 2),
+    ):
+        cid = f"TransformLandmarks-v2-{source}-post{post}-c{channels}-readers{readers}"
+        out.append(graph(cid, landmarks(source, bool(post), channels, readers)))
+    for matrix, sized in (((1, 4, 4), True), ((1, 4, 4), False), ((1, 16), True)):
+        out.append(
+            graph(
+                f"TransformTensorBilinear-v2-m{list(matrix)}-sized{int(sized)}".replace(" ", ""),
+                bilinear(matrix, sized),
+            )
+        )
+    for chain in ("reshape-mul", "relu-mul", "reshape", "relu"):
+        out.append(graph(f"Landmarks2TransformMatrix-v2-{chain}", landmarks_matrix(chain)))
     return out

@@ -15,11 +15,12 @@ builder.py: what the classic delegate's builder refuses when it builds the graph
 litert.py: LiteRT's GPU accelerator (ML Drift) parsers' IsSupported
 gl.py: the OpenGL ES backend's kernels, per op and over the delegated partition
 apple.py: the Core ML and Metal delegates
+mediapipe.py: MediaPipe's custom GPU ops once the delegate took them (its V2-to-V1 transformations, kernels)
 
 Importing this package registers every check.
 """
 
-from gpulint.rules.checks import apple, builder, compat, compat_ops, gl, litert  # noqa: F401  (registers their checks)
+from gpulint.rules.checks import apple, builder, compat, compat_ops, gl, litert, mediapipe  # noqa: F401  (registers their checks)
 from gpulint.rules.checks.registry import CHECKS, GRAPH_CHECKS, Check, GraphCheck, check, graph_check, run
 
 __all__ = ["CHECKS", "GRAPH_CHECKS", "Check", "GraphCheck", "check", "graph_check", "run"]

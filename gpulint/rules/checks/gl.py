@@ -13,7 +13,7 @@ from gpulint.rules.signature import OpSignature, TensorSpec
 from gpulint.text import clean
 
 
-def _bhwc(t: TensorSpec) -> tuple[int, ...]:
+def bhwc(t: TensorSpec) -> tuple[int, ...]:
     """model_builder_helper.cc ExtractTensorShape 97-121: B, BC, BWC and BHWC as BHWC."""
     s = list(t.shape)
     if len(s) == 1:
@@ -31,7 +31,7 @@ def _runtime_pair(sig: OpSignature) -> tuple[tuple[int, ...], tuple[int, ...]] |
     rt = sig.runtime_inputs
     if len(rt) != 2 or rt[0].index == rt[1].index or min(rt[0].rank, rt[1].rank) < 1:
         return None
-    a, b = _bhwc(rt[0]), _bhwc(rt[1])
+    a, b = bhwc(rt[0]), bhwc(rt[1])
     if sig.op in ("ADD", "MUL") and a[1] <= b[1] and a[2] <= b[2] and a[3] == b[3]:
         a, b = b, a
     return a, b
@@ -247,22 +247,6 @@ def gl_batched_matmul(sig: OpSignature) -> str | None:
     if len(sig.runtime_inputs) == 2:
         return "No shader implementation for batched_matmul"
     return None
-
-
-@check
-def gl_mediapipe_version_1(sig: OpSignature) -> str | None:
-    """MediaPipe's GL shaders for TransformTensorBilinear (transform_tensor_bilinear.cc,
-    IsSupported: a 1x1x4x4 matrix, attr.version == 1) and TransformLandmarks (transform_landmarks.cc,
-    IsSupported: attr.version == 1) run version 1 only. MediaPipe's own runner turns version 2 into
-    version 1 first (ApplyCustomTransformations: transform_*_v2_to_v1); TfLiteGpuDelegate does not."""
-    if sig.version == 1 and (sig.op != "TransformTensorBilinear" or _matrix_4x4(sig)):
-        return None
-    return f"This case is not supported by {sig.op}" + ("." if sig.op == "TransformTensorBilinear" else "")
-
-
-def _matrix_4x4(sig: OpSignature) -> bool:
-    m = sig.input(1)
-    return m is not None and _bhwc(m) == (1, 1, 4, 4)
 
 
 @check
