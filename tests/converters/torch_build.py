@@ -8,7 +8,8 @@ The families are small plain torch.nn stand-ins for what the issue converted fro
 (torchvision does not install beside the CPU torch wheel here): a ResNet-like CNN, a ResNeXt-like grouped-conv
 block, a ShuffleNet-like channel shuffle, a depthwise conv with a channel multiplier, the issue's one-op grouped
 conv, a small ViT (LayerNorm, GELU, attention), a U-Net-like segmentation head (bilinear upsample, transposed
-conv, skip concats) and GRU/LSTM text models behind an embedding lookup. Random weights (torch seed 0), NCHW
+conv, skip concats), an EfficientNet-like net (MBConv blocks: depthwise, squeeze-excite, SiLU; #38 asked for
+it) and GRU/LSTM text models behind an embedding lookup. Random weights (torch seed 0), NCHW
 inputs as PyTorch has them (litert-torch adds the TRANSPOSEs). Each family in each scheme:
 
     f32   float
@@ -35,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-FAMILIES = ("resnet", "resnext", "shufflenet", "dwmult", "gconv", "vit", "unet", "gru", "lstm")
+FAMILIES = ("resnet", "resnext", "shufflenet", "dwmult", "gconv", "effnet", "vit", "unet", "gru", "lstm")
 SCHEMES = ("f32", "f16", "wo8", "dr8", "int8")
 TEXT = ("gru", "lstm")  # token-id inputs
 VOCAB, SEQ = 1000, 16
@@ -163,6 +164,34 @@ def families() -> dict[str, tuple[Any, tuple[Any, ...]]]:
             up = F.interpolate(d2, scale_factor=2, mode="bilinear", align_corners=False)
             return self.head(self.d1(torch.cat([up, e1], 1)))
 
+    class MBConv(nn.Module):  # EfficientNet's block: expand, depthwise, squeeze-excite, project (SiLU)
+        def __init__(self, cin: int, cout: int, s: int, expand: int = 4) -> None:
+            super().__init__()
+            mid, squeeze = cin * expand, max(1, cin // 4)
+            self.expand = nn.Sequential(nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.SiLU())
+            self.dw = nn.Sequential(
+                nn.Conv2d(mid, mid, 3, s, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), nn.SiLU()
+            )
+            self.se = nn.Sequential(nn.Conv2d(mid, squeeze, 1), nn.SiLU(), nn.Conv2d(squeeze, mid, 1), nn.Sigmoid())
+            self.project = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            self.residual = s == 1 and cin == cout
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.dw(self.expand(x))
+            h = self.project(h * self.se(h.mean((2, 3), keepdim=True)))
+            return x + h if self.residual else h
+
+    class EffNet(nn.Module):  # an EfficientNet-B0-like stem, three MBConv blocks, a 1x1 head
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU())
+            self.blocks = nn.Sequential(MBConv(16, 16, 1), MBConv(16, 24, 2), MBConv(24, 24, 1))
+            self.top = nn.Sequential(nn.Conv2d(24, 64, 1, bias=False), nn.BatchNorm2d(64), nn.SiLU())
+            self.head = Head(64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.top(self.blocks(self.stem(x))))
+
     class Text(nn.Module):  # embedding lookup -> GRU/LSTM -> [mean of outputs, last state] -> classifier
         def __init__(self, cell: type[nn.Module]) -> None:
             super().__init__()
@@ -193,6 +222,7 @@ def families() -> dict[str, tuple[Any, tuple[Any, ...]]]:
         ),
         # the issue's one-op repro of item 1
         "gconv": (nn.Conv2d(32, 32, 3, 1, 1, groups=2), (torch.randn(1, 32, 16, 16),)),
+        "effnet": (EffNet(), image),
         "vit": (ViT(), image),
         "unet": (UNet(), image),
         "gru": (Text(nn.GRU), tokens),
