@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpulint.cache import ResultCache, file_digest
 from gpulint.model import Model, ModelError, read
@@ -22,6 +22,9 @@ from gpulint.rules.partition import SubgraphPlan
 from gpulint.rules.placement import Placement
 from gpulint.settings import Settings
 from gpulint.text import op_ranges
+
+if TYPE_CHECKING:
+    from gpulint.verify.values import ValueInputs
 
 
 def matches(code: str, name: str, selectors: list[str]) -> str | None:
@@ -170,15 +173,23 @@ def discover(paths: list[str]) -> Iterator[tuple[str, str | None]]:
             yield p, None
 
 
-def check_file(path: str, settings: Settings, cache: ResultCache | None = None, name: str | None = None) -> FileResult:
+def check_file(
+    path: str,
+    settings: Settings,
+    cache: ResultCache | None = None,
+    name: str | None = None,
+    values: ValueInputs | None = None,
+) -> FileResult:
     """The result of one file. `cache`: the lint of a model whose bytes, settings and gpulint were
     seen before is read back (selection, which names the file, is applied afresh). `name`: how the
-    results name the file where `path` is a copy of it (a Ray worker's)."""
+    results name the file where `path` is a copy of it (a Ray worker's). `values`: the inputs of
+    the value-range rule (GPU704, run on the CPU interpreter), part of the cache's key."""
     name = name or path
     key = None
     if cache is not None and cache.enabled:
         with contextlib.suppress(OSError):  # a file that cannot be read: read() below says why
-            key = cache.key("check", model=file_digest(path), settings=lint_settings(settings))
+            extra = {"values": values.key()} if values is not None else {}
+            key = cache.key("check", model=file_digest(path), settings=lint_settings(settings), **extra)
             kept = cache.get(key)
             if isinstance(kept, FileResult):
                 return _select(kept, settings, name)
@@ -188,6 +199,10 @@ def check_file(path: str, settings: Settings, cache: ResultCache | None = None, 
         return FileResult(name, error=str(e))
     start = time.perf_counter()
     linted = lint_model(model, name, settings)
+    if values is not None:
+        error = _add_value_findings(linted, model, values)
+        if error is not None:
+            return FileResult(name, error=error)
     if key is not None and time.perf_counter() - start > KEEP_LINTS_OVER_S:
         cache.put(key, linted)  # type: ignore[union-attr]
     return _select(linted, settings, name)
@@ -196,6 +211,19 @@ def check_file(path: str, settings: Settings, cache: ResultCache | None = None, 
 # A lint quicker than this is not kept: writing and reading its entry costs about as much (0.5 ms
 # here), and a run over hundreds of such models would be slower with the cache than without.
 KEEP_LINTS_OVER_S = 0.002
+
+
+def _add_value_findings(linted: FileResult, model: Model, values: ValueInputs) -> str | None:
+    """GPU704's findings added to `linted`; the reason where the inputs or the interpreter fail."""
+    from gpulint.reference import ReferenceError
+    from gpulint.verify.request import VerifyError
+    from gpulint.verify.values import value_findings
+
+    try:
+        linted.findings = linted.findings + value_findings(model, values)
+    except (ReferenceError, VerifyError) as e:
+        return f"the value-range rule (GPU704) cannot run: {e}"
+    return None
 
 
 def lint_settings(settings: Settings) -> dict[str, Any]:
@@ -244,14 +272,15 @@ def check_all(
     progress: Callable[[int], None] | None = None,
     cache: ResultCache | None = None,
     ray: str | None = None,
+    values: ValueInputs | None = None,
 ) -> list[FileResult]:
     """One result per file found, in discovery order: in this process, in `jobs` processes, or
-    one Ray task per model on the cluster at `ray` (gpulint.fanout)."""
+    one Ray task per model on the cluster at `ray` (gpulint.fanout). `values`: GPU704's inputs."""
     from gpulint.fanout import run_each
 
     work = list(discover(paths))
     found = [path for path, error in work if error is None]
-    units = [CheckUnit(path, settings, cache is None or cache.enabled) for path in found]
+    units = [CheckUnit(path, settings, cache is None or cache.enabled, values) for path in found]
     done = iter(run_each(check_unit, units, [u.path for u in units], jobs=jobs, ray=ray, progress=progress))
     return [FileResult(path, error=error) if error is not None else next(done) for path, error in work]
 
@@ -263,11 +292,12 @@ class CheckUnit:
     path: str
     settings: Settings
     use_cache: bool
+    values: ValueInputs | None = None  # check --inputs / --input-range (this machine's .npz path)
 
 
 def check_unit(unit: CheckUnit, local: str) -> FileResult:
     """A task of check_all: check the model at `local` (the file, or a worker's copy of it)."""
-    return check_file(local, unit.settings, ResultCache(unit.use_cache), name=unit.path)
+    return check_file(local, unit.settings, ResultCache(unit.use_cache), name=unit.path, values=unit.values)
 
 
 def default_jobs() -> int:

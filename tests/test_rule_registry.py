@@ -14,6 +14,7 @@ from gpulint.passes import registry
 from gpulint.rules import engine, pack, placer
 from gpulint.rules.detectors import DETECTORS
 from gpulint.rules.detectors.registry import SCOPES
+from gpulint.verify import values
 
 RULES = pack.builtin_rules()
 TEXT = resources.files("gpulint.rules").joinpath("rules.yaml").read_text("utf-8")
@@ -36,8 +37,9 @@ def test_the_engine_steps_codes_are_declared_where_they_come_from() -> None:
     assert placed and all(RULES[c].found_by == "target-pack" for c in placed), placed
     assert RULES[engine.CUT_OFF].found_by == "partition"
     assert RULES[engine.REFUSED].found_by == "refusal"
+    assert RULES[values.CODE].found_by == "interpreter"
     own = {c for c, r in RULES.items() if r.found_by != "detector"}
-    assert own == placed | {engine.CUT_OFF, engine.REFUSED}
+    assert own == placed | {engine.CUT_OFF, engine.REFUSED, values.CODE}
 
 
 def test_every_fix_pass_exists() -> None:

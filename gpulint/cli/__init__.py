@@ -61,7 +61,11 @@ EXTRAS: dict[str, Callable[[dict[str, Any]], tuple[dict[str, str], str]]] = {
         else ({} if o.get("skip_proof") else RUNTIME, " (or --skip-proof: then nothing checks the outputs)")
     ),
     "report": lambda o: (EXECUTOR | RUNTIME if o.get("verify") else {}, " (or leave out --verify)"),
-    "check": lambda o: (EXECUTOR | RUNTIME if o.get("run_litert_gpu") else {}, " (or leave out --run-litert-gpu)"),
+    "check": lambda o: (
+        (EXECUTOR | RUNTIME, " (or leave out --run-litert-gpu)")
+        if o.get("run_litert_gpu")
+        else (RUNTIME if o.get("inputs") or o.get("input_range") else {}, " (or leave out --inputs / --input-range)")
+    ),
 }
 
 

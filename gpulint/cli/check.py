@@ -15,6 +15,7 @@ from gpulint.cli.common import EXIT_FINDINGS, EXIT_USAGE, Format, Severity, fail
 if TYPE_CHECKING:
     from gpulint.check import Gates
     from gpulint.settings import Settings
+    from gpulint.verify.values import ValueInputs
 
 
 def check(
@@ -76,6 +77,24 @@ def check(
     ] = False,
     coreml_version: common.CoremlVersion = None,
     coreml_all_devices: common.CoremlAllDevices = None,
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs",
+            metavar="FILE.npz",
+            help="Run each model on these inputs (.npz, by input name or arr_0...) on the LiteRT CPU interpreter "
+            "and report GPU704 where an op's result passes half's 65504 (needs the verify extra).",
+        ),
+    ] = None,
+    input_range: Annotated[
+        str | None,
+        typer.Option(
+            "--input-range",
+            metavar="LO,HI",
+            help="As --inputs, on float inputs drawn uniformly in [LO, HI] with three seeds (e.g. 0,255 or 0,1 "
+            "for images, -1,1 normalized).",
+        ),
+    ] = None,
 ) -> None:
     """Check models against the GPU delegate's rules: ops, layout, performance, partitions.
 
@@ -105,6 +124,7 @@ def check(
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
     gates = Gates(max_partitions, fail_on_cpu_fallback)
+    values = _value_inputs(inputs, input_range, matrix, ray)
     if run_litert_gpu and not matrix:
         fail(None, "--run-litert-gpu runs the --matrix's LiteRT GPU accelerator column: give --matrix too")
     if matrix:
@@ -121,9 +141,9 @@ def check(
     with user_errors(None):  # --ray: a cluster that cannot be reached is one error
         if total > 1:
             with typer.progressbar(length=total, label="checking", file=sys.stderr) as bar:
-                results = check_all(paths, settings, jobs, bar.update, cache, ray)
+                results = check_all(paths, settings, jobs, bar.update, cache, ray, values)
         else:
-            results = check_all(paths, settings, jobs, cache=cache, ray=ray)
+            results = check_all(paths, settings, jobs, cache=cache, ray=ray, values=values)
 
     for r in results:
         r.gates = gates.check(r)
@@ -162,6 +182,28 @@ def check(
         raise typer.Exit(EXIT_FINDINGS)
     if not exit_zero and any(r.worst() >= SEVERITY_RANK[fail_on.value] for r in results):
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def _value_inputs(inputs: Path | None, input_range: str | None, matrix: bool, ray: str | None) -> ValueInputs | None:
+    """What the value-range rule (GPU704) runs on, from --inputs or --input-range; None without either."""
+    if inputs is None and input_range is None:
+        return None
+    if inputs is not None and input_range is not None:
+        fail(None, "give --inputs or --input-range, not both")
+    if matrix or ray is not None:
+        fail(None, "--inputs and --input-range run the CPU interpreter here: not with --matrix or --ray")
+    from gpulint.verify.values import ValueInputs, parse_range
+
+    if inputs is not None:
+        if not inputs.is_file():
+            fail(inputs, "no such file")
+        return ValueInputs(npz=inputs)
+    assert input_range is not None
+    try:
+        low, high = parse_range(input_range)
+    except ValueError as e:
+        fail(None, str(e))
+    return ValueInputs(low=low, high=high)
 
 
 def _check_matrix(

@@ -63,8 +63,9 @@ class Overflow:
         return f"{head}; no pass keeps it in half: {whole}, {cpu}"
 
 
-def first_overflows(model: Model, tensors: dict[str, np.ndarray]) -> list[Overflow]:
-    """The ops of the main subgraph whose float result passes half's range while their float inputs do not."""
+def first_overflows(model: Model, tensors: dict[str, np.ndarray], limit: float = HALF_MAX) -> list[Overflow]:
+    """The ops of the main subgraph whose float result passes `limit` (half's range) while their
+    float inputs do not."""
     sg = model.subgraphs[0]
 
     def peak(t: int) -> float | None:
@@ -82,7 +83,7 @@ def first_overflows(model: Model, tensors: dict[str, np.ndarray]) -> list[Overfl
 
     def over(t: int) -> bool:
         p = peak(t)
-        return p is not None and p > HALF_MAX
+        return p is not None and p > limit
 
     found = []
     for oi, op in enumerate(sg.operators):
@@ -118,6 +119,56 @@ def cpu_cost(model: Model, ops: list[int]) -> tuple[int, int, int] | None:
     parts = split(Graph.of(model, 0), nodes, plan.delegated - set(ops))
     largest = max((len(p.ops) for p in parts if p.kind == "gpu"), default=0)
     return len(plan.delegated), largest, len(nodes)
+
+
+def peaks(model: Model, input_sets: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each float32 tensor's largest |value| over every input set on the CPU interpreter, as a
+    one-value array (Inf where a value was NaN/Inf): what first_overflows reads, for several sets."""
+    from gpulint import reference
+    from gpulint.model.write import write
+
+    out: dict[str, np.ndarray] = {}
+    with tempfile.TemporaryDirectory(prefix="gpulint-keep-float-") as tmp:
+        path = Path(tmp, "m.tflite")
+        write(model, path, allow_loss=True)
+        for inputs in input_sets:
+            for name, v in reference.run_all_tensors(path, inputs).items():
+                if v.dtype != np.float32 or v.size == 0:
+                    continue
+                top = float(np.max(np.abs(v))) if np.all(np.isfinite(v)) else float("inf")
+                out[name] = np.array([max(top, float(out[name][0]) if name in out else 0.0)], np.float32)
+    return out
+
+
+# The half-precision passes, in the pipeline's order: what a value past half's range may be fixed by.
+HALF_PASSES = ("scale-logits", "scaled-variance", "split-reduction", "stable-softmax")
+
+
+def fixing_passes(
+    model: Model, found: list[tuple[Overflow, float]], input_sets: list[list[np.ndarray]]
+) -> dict[int, str]:
+    """For each (overflow, the limit it passed), by op: the first half-precision pass after which,
+    on the same inputs and calibrated by them, its tensor stays below that limit and nothing new
+    passes it: measured, not guessed from the chain's shape. One no pass fixes is left out."""
+    from gpulint.model.ir import clone
+    from gpulint.passes import PassOptions, registry
+
+    tensors = peaks(model, input_sets)
+    calibration = tuple((n, float(v[0])) for n, v in tensors.items() if np.isfinite(v[0]))
+    limits = sorted({limit for _, limit in found})
+    before = {limit: {o.tensor for o in first_overflows(model, tensors, limit)} for limit in limits}
+    out: dict[int, str] = {}
+    for name in HALF_PASSES:
+        todo = [(o, limit) for o, limit in found if o.op not in out]
+        rewritten = clone(model)
+        if not todo or not registry()[name].run(rewritten, PassOptions(calibration=calibration)).changes:
+            continue
+        now = peaks(rewritten, input_sets)
+        after = {limit: {o.tensor for o in first_overflows(rewritten, now, limit)} for limit in limits}
+        for o, limit in todo:
+            if o.tensor not in after[limit] and after[limit] <= before[limit]:
+                out[o.op] = name
+    return out
 
 
 def overflows(model: Model, inputs: list[np.ndarray]) -> list[Overflow]:

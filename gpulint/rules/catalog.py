@@ -41,8 +41,9 @@ class Rule:
 
 _RULE_KEYS = ("code", "name", "severity", "category", "found_by", "message", "summary", "rationale")
 # `detector`: the function registered under the rule's code (detectors/); the others are the
-# engine's own steps: the placer with the target pack, the partition step, the refusal.
-FOUND_BY = ("detector", "target-pack", "partition", "refusal")
+# engine's own steps: the placer with the target pack, the partition step, the refusal;
+# `interpreter`: check's run of the model on the user's inputs (gpulint/verify/values.py).
+FOUND_BY = ("detector", "target-pack", "partition", "refusal", "interpreter")
 _RULE_OPTIONAL = ("example", "use_instead", "fix", "references")
 
 
