@@ -24,8 +24,8 @@ from gpulint.model.ir import Model, clone
 from gpulint.model.write import write
 from gpulint.passes.edit import prune
 from gpulint.text import clean
-from gpulint.verify.divergence import judge_tensor
-from gpulint.verify.half import as_float
+from gpulint.verify.divergence import half_range, judge_tensor
+from gpulint.verify.half import HALF_MAX, as_float
 from gpulint.verify.npz import save_reference
 from gpulint.verify.request import Request
 
@@ -76,6 +76,7 @@ class _Judge:
         self.req, self.model, self.feed, self.tmp, self.device = req, model, feed, tmp, device
         self.expected, self.second = reference.run_all_tensors_with_noise(cpu_path, feed)
         self.quant = {t.name: t.quantization for t in model.subgraphs[0].tensors}
+        self.got: dict[str, np.ndarray] = {}  # the engine's value of each tensor cut at
         self.runs = 0
 
     def verdict(self, sub: Model, feed: list[np.ndarray], name: str) -> compare.Verdict | str:
@@ -92,6 +93,7 @@ class _Judge:
                 engine.close()
         except EngineError as e:
             return str(e)
+        self.got[name] = got
         q = self.quant.get(name)
         v = judge_tensor(
             name, self.expected[name], self.second.get(name), got, q, compare.EXECUTOR_VS_CPU, self.req.precision
@@ -144,8 +146,20 @@ def bisect_prefixes(
         out["reason"] = v.reason
         if m.get("nonfinite_in_candidate"):
             out["first_nonfinite"] = m["nonfinite_in_candidate"]
+        if req.precision != "fp32" and _left_half(judge, name, m):  # the value, as the executor's bisect says it
+            out.update(half_range(judge.expected[name], judge.quant.get(name)))
+            out["reason"] += f"; {out['range']}"
     repro = export_repro(req, model, judge, index, t, name) if req.export_repro is not None else None
     return out, repro
+
+
+def _left_half(judge: _Judge, name: str, metrics: dict[str, Any]) -> bool:
+    """Whether the tensor's half result left half's range: NaN/Inf or |x| > 65504 on the engine
+    where the CPU has numbers, or the CPU's float values past 65504."""
+    q = judge.quant.get(name)
+    cpu, got = as_float(judge.expected[name], q), as_float(np.asarray(judge.got[name]), q)
+    past = [v for v in (cpu, got) if v is not None and float(np.abs(v[np.isfinite(v)]).max(initial=0.0)) > HALF_MAX]
+    return bool(metrics.get("nonfinite_in_candidate")) or bool(past)
 
 
 def repro_at(
