@@ -143,12 +143,13 @@ def bisect_prefixes(
         m = v.metrics
         out |= {"max_abs_error": m.get("max_abs_error"), "tolerance": v.tolerance.atol, "rtol": v.tolerance.rtol}
         out |= {k: m[k] for k in ("cosine_similarity", "snr_db", "psnr_db") if k in m}
-        out["reason"] = v.reason
+        reason = v.reason
         if m.get("nonfinite_in_candidate"):
             out["first_nonfinite"] = m["nonfinite_in_candidate"]
         if req.precision != "fp32" and _left_half(judge, name, m):  # the value, as the executor's bisect says it
             out.update(half_range(judge.expected[name], judge.quant.get(name)))
-            out["reason"] += f"; {out['range']}"
+            reason += f"; {out['range']}"
+        out["reason"] = reason
     repro = export_repro(req, model, judge, index, t, name) if req.export_repro is not None else None
     return out, repro
 
