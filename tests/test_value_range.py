@@ -241,3 +241,14 @@ def test_the_accelerators_bisection_names_the_value_past_half(tmp_path: Path) ->
     b = json.loads(r.stdout)["bisect"]
     assert (b["op"], b["op_index"]) == ("EXP", 1)
     assert b["cpu_max_abs"] > 65504 and "past half's largest 65504" in b["range"] and b["range"] in b["reason"]
+
+
+def test_a_masked_mean_on_an_image_and_its_mask_names_split_reduction(tmp_path: Path) -> None:
+    """--inputs where one range does not fit every input: litert-torch's masked mean, (x * mask).sum / mask.sum,
+    on an image in [0, 255] and a 0/1 mask: the SUM reaches 3.0e5 and split-reduction keeps it in range."""
+    path = corpus_model(TORCH_HALF, "masked_mean.tflite")
+    mask = np.zeros((1, 1, 64, 64), np.float32)
+    mask[..., 8:56, 8:56] = 1
+    np.savez(tmp_path / "x.npz", np.random.default_rng(0).uniform(0, 255, (1, 3, 64, 64)).astype(np.float32), mask)
+    found = [f for f in findings(path, "--inputs", str(tmp_path / "x.npz")) if f["severity"] == "warning"]
+    assert [(f["op"], f["index"], f["fix"]) for f in found] == [("SUM", 1, "split-reduction")]
