@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from litert_backends import CASES, D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
-from oracle.grid import cases
+from oracle.grid import cases, depthwise, graph, same_twice
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
@@ -243,6 +243,28 @@ def test_depth_to_space_batch_on_webgpu(
     every = check_file(str(path), Settings(target="litert-gpu"))
     failing = sorted(b for b, o in every.backends.items() if o["init"] == "init-failure")
     assert failing == (["opencl"] if case.batch > 1 else []), every.reason
+
+
+# -- (e) what kills the accelerator's process -------------------------------------------------
+
+# compare() skips a model the accelerator died on; here the death is the answer, and check must name
+# it: ML Drift's TransposeWeights on runtime depthwise weights, one tensor read twice by BATCH_MATMUL.
+DEATHS = [
+    graph("DEPTHWISE_CONV_2D-multiplier2-int8-weights", depthwise(2, "int8")),
+    graph("DEPTHWISE_CONV_2D-multiplier2-input-weights", depthwise(2, "input")),
+    graph("BATCH_MATMUL-same-tensor-twice", same_twice("BATCH_MATMUL")),
+]
+
+
+def test_what_kills_the_accelerator_is_named(litert_oracle: Any, tmp_path: Path) -> None:
+    paths = {c.id: tmp_path / f"{c.id}.tflite" for c in DEATHS}
+    for c in DEATHS:
+        write(c.build(), paths[c.id])
+    answers = dict(litert_oracle(list(paths.values())))
+    for cid, path in paths.items():
+        assert answers[str(path)].outcome == "crash", (cid, answers[str(path)].words)
+        pred = predict(path)
+        assert pred.outcome == "init-failure" and "process" in pred.reason, (cid, pred.reason)
 
 
 # -- the README's table -----------------------------------------------------------------------

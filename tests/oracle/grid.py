@@ -449,6 +449,27 @@ def landmarks_matrix(chain: str) -> Callable[[SubgraphBuilder], int]:
     return build
 
 
+def depthwise(multiplier: int, weights: str) -> Callable[[SubgraphBuilder], int]:
+    """DEPTHWISE_CONV_2D with a depth multiplier and weights that are const (float), f16 (an fp16
+    DEQUANTIZE, folded into a constant), int8 (an int8 DEQUANTIZE: runtime weights) or input."""
+
+    def build(g: SubgraphBuilder) -> int:
+        cin = 8 // multiplier
+        x, shape = g.input("x", [1, 8, 8, cin]), [1, 3, 3, 8]
+        if weights == "const":
+            w = g.const("w", np.full(shape, 0.02, np.float32))
+        elif weights == "input":
+            w = g.input("w", shape)
+        elif weights == "f16":
+            w = g.op("DEQUANTIZE", [g.const("w", np.full(shape, 0.02, np.float16))], shape)
+        else:
+            w = g.op("DEQUANTIZE", [g.const("w", np.ones(shape, np.int8), quant=(0.02, 0))], shape)
+        opts = dict(padding="SAME", stride_w=1, stride_h=1, depth_multiplier=multiplier)
+        return g.op("DEPTHWISE_CONV_2D", [x, w, g.const("b", np.zeros(8, np.float32))], [1, 8, 8, 8], options=opts)
+
+    return build
+
+
 def issue_38_graphs() -> list[Case]:
     """Both sides of the conditions of issue #38 that need several ops or quantized constants."""
     out = [
@@ -481,4 +502,7 @@ def issue_38_graphs() -> list[Case]:
         )
     for chain in ("reshape-mul", "relu-mul", "reshape", "relu"):
         out.append(graph(f"Landmarks2TransformMatrix-v2-{chain}", landmarks_matrix(chain)))
+    # runtime weights with a multiplier kill both delegates' processes (test_oracle_*: the deaths)
+    for multiplier, weights in ((1, "int8"), (1, "input"), (2, "const"), (2, "f16")):
+        out.append(graph(f"DEPTHWISE_CONV_2D-multiplier{multiplier}-{weights}-weights", depthwise(multiplier, weights)))
     return out

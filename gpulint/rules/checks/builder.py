@@ -157,3 +157,20 @@ def densify_consumer(sig: OpSignature) -> str | None:
             if r.op not in ("CONV_2D", "DEPTHWISE_CONV_2D"):
                 return f"DENSIFY feeds {r.op}; the delegate folds it only into CONV_2D or DEPTHWISE_CONV_2D"
     return None
+
+
+@check
+def depthwise_runtime_multiplier(sig: OpSignature) -> str | None:
+    """A DEPTHWISE_CONV_2D with runtime weights (a graph input, a DEQUANTIZE the delegate leaves to
+    the CPU or computes itself) and a depth multiplier other than 1: Parse takes the weights as a
+    second input and leaves the constant weights empty, then TransposeWeights copies from them
+    (builder 926-948 and 955-; ML Drift's copy, mdb 1849-1856 and 1892-1941), and the process dies.
+    Measured: SIGSEGV on the GL delegate and on LiteRT 2.3's accelerator; with multiplier 1, with
+    constant weights, or with fp16 weights (folded into constants) the same graph builds."""
+    multiplier = sig.options.get("depth_multiplier", 1)
+    if len(sig.runtime_inputs) < 2 or multiplier == 1:
+        return None
+    return (
+        f"depth multiplier {multiplier} with weights computed at run time: the builder's TransposeWeights "
+        "reads the constant weights, which are empty, and the process dies (SIGSEGV; no CPU fallback)"
+    )
