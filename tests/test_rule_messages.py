@@ -494,6 +494,23 @@ def test_gpu201_a_mediapipe_op_on_a_graph_input_kills_the_process() -> None:
     )
 
 
+def test_gpu704_half_overflow_value() -> None:
+    # found by the CPU interpreter on the user's inputs (check --input-range / --inputs), not by Linter
+    from gpulint.verify.values import ValueInputs, value_findings
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 1024])
+        axis = g.const("axis", np.array([-1], np.int32))
+        return g.op("SUM", [x, axis], [1, 1], options=dict(keep_dims=True), out_name="total")
+
+    found = value_findings(single(build), ValueInputs(low=0, high=255))
+    assert messages(found, "GPU704") == [
+        "`SUM` makes `total` reach 134366 on float inputs uniform in [0, 255] (seeds 0-2), past half's largest "
+        "65504: Inf on the GPU in half; no half-precision pass keeps it in range on these inputs: keep-in-float, "
+        "SUM (op 0) (`gpulint fix --inputs X.npz` says what each way costs)"
+    ]
+
+
 def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
     # The interpreter delegates subgraph 0, then 1, and stops at the first failure: OpenGL fails
     # on subgraph 0's TRANSPOSE, OpenCL only on subgraph 1's BATCH_MATMUL (a failure on every backend).
