@@ -51,13 +51,19 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def fake_children(monkeypatch: pytest.MonkeyPatch, code: str, count: int) -> list[subprocess.Popen[bytes]]:
-    """The first `count` children run `code` instead of the compiler; later ones are real."""
+def fake_children(
+    monkeypatch: pytest.MonkeyPatch, code: str, count: int, then_timeout: float | None = None
+) -> list[subprocess.Popen[bytes]]:
+    """The first `count` children run `code` instead of the compiler; later ones are real (and wait
+    `then_timeout` s for an answer where given: a real compile on a busy machine, pytest-xdist's
+    other worker beside it, takes more than a fake hang's 1 s)."""
     made: list[subprocess.Popen[bytes]] = []
     real = warmup._spawn
 
     def spawn(device: object) -> subprocess.Popen[bytes] | None:
         if len(made) >= count:
+            if then_timeout is not None:
+                monkeypatch.setattr(warmup, "CHILD_TIMEOUT_S", then_timeout)
             return real(device)
         errors = tempfile.TemporaryFile()  # noqa: SIM115  # closed with the Popen
         child = subprocess.Popen(
@@ -115,9 +121,10 @@ def test_a_missing_kernel_or_a_hang_is_a_crash_too(
     code: str, reason: str, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert DEVICE is not None
+    timeout = warmup.CHILD_TIMEOUT_S
     monkeypatch.setattr(warmup, "CHILD_TIMEOUT_S", 1)
     first = program._flavour(DEVICE, precision("fp32"))
-    children = fake_children(monkeypatch, code, 2)
+    children = fake_children(monkeypatch, code, 2, then_timeout=timeout)
     x = np.linspace(-1, 1, 4 * 4 * 20, dtype=np.float32).reshape(1, 4, 4, 20)
     np.testing.assert_array_equal(Executor(relu_model(), DEVICE).run([x])[0], np.maximum(x, 0))
     assert guard.reason(DEVICE, first, program.kernel_source(first)) == reason
