@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine with Python 3.11 and make:
 #   make demo  - create .venv, install gpulint with its verify extra, run it on the built-in sample model
-#   make test  - create or reuse .venv with the dev extra, run the whole test suite
+#   make test  - create or reuse .venv with the dev extra, run the whole test suite (on every core)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -24,8 +24,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/gpulint demo --out demo-out
 
+# The suite on every core (pytest-xdist), up to 8 workers; TEST_WORKERS=1 runs it in one process. Tests
+# that share a module fixture, and all that start LiteRT's GPU accelerator, keep to one worker each
+# (--dist loadgroup; tests/conftest.py). The corpora and venvs are built once, above, before any worker starts.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 test: $(VENV)/.installed-dev pocl browser oracle oracle-webgpu converters explorer
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # A second OpenCL implementation beside the pip PoCL: Debian's PoCL (a newer LLVM), which the
 # default device choice prefers and `gpulint doctor` (tests/test_doctor.py) self-tests with the

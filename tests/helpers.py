@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tflite
+from filelock import FileLock
 
 from gpulint.executor import Device, ExecutorError, select_device
 from gpulint.model import Model
@@ -83,20 +86,24 @@ def root(data: bytes | bytearray) -> tflite.Model:
     return tflite.Model.GetRootAs(data, 0)
 
 
+# LiteRT's GPU accelerator, one process at a time on this machine: compiles have hung when several ran at
+# once on Mesa's lavapipe. `make test` keeps every test that uses it on one pytest-xdist worker (conftest.py,
+# the "accelerator" group) and holds this lock while each of them runs; the probe below, which every
+# worker makes while collecting, holds it too. One object per process: the lock is reentrant.
+ACCELERATOR_LOCK = FileLock(Path(tempfile.gettempdir()) / f"gpulint-tests-accelerator-{os.getuid()}.lock")
+
+
 @cache
 def accelerator_unavailable() -> str | None:
     """Why LiteRT's GPU accelerator (the litert-gpu engine) cannot run here; None when it can. A
     one-conv model compiled once per session: no WebGPU adapter, or the verify extra missing."""
-    import tempfile
-    from pathlib import Path
-
     from gpulint.model.write import write
 
     try:
         from gpulint.engines import EngineError, EngineUnavailable, open_engine
     except ImportError as e:
         return f"LiteRT's GPU accelerator cannot start: {e}"
-    with tempfile.TemporaryDirectory() as tmp:
+    with ACCELERATOR_LOCK, tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "probe.tflite")
         model = conv_model(4)
         write(model, path)
