@@ -92,7 +92,8 @@ class GroupIds:
     `item._nodeid`, which pytest 9.2's structured node ids no longer read: --dist loadgroup then groups
     nothing and says nothing (pytest-dev/pytest-xdist#1386, measured here: the accelerator tests ran on both
     workers). Where xdist's suffix did not take, it is set here, after xdist's own hook; a pytest or xdist
-    where it takes needs nothing, and this does nothing."""
+    where it takes needs nothing, and this does nothing. The summary and --junitxml then name a grouped test
+    `test[params]@group]`: pytest 9.2 renders the id again from its parts on the way back from the worker."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
