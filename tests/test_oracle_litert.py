@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from litert_backends import CASES, D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
-from oracle.grid import cases, depthwise, graph, same_twice
+from oracle.grid import cases, depthwise, graph, pack_twice, same_twice
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
@@ -248,11 +248,12 @@ def test_depth_to_space_batch_on_webgpu(
 # -- (e) what kills the accelerator's process -------------------------------------------------
 
 # compare() skips a model the accelerator died on; here the death is the answer, and check must name
-# it: ML Drift's TransposeWeights on runtime depthwise weights, one tensor read twice by BATCH_MATMUL.
+# it: ML Drift's TransposeWeights on runtime depthwise weights, one tensor read twice by BATCH_MATMUL or PACK.
 DEATHS = [
     graph("DEPTHWISE_CONV_2D-multiplier2-int8-weights", depthwise(2, "int8")),
     graph("DEPTHWISE_CONV_2D-multiplier2-input-weights", depthwise(2, "input")),
     graph("BATCH_MATMUL-same-tensor-twice", same_twice("BATCH_MATMUL")),
+    graph("PACK-same-tensor-twice-[1,8,4]-axis1", pack_twice((1, 8, 4), 1)),
 ]
 
 

@@ -511,6 +511,43 @@ def test_gpu704_half_overflow_value() -> None:
     ]
 
 
+def _parse_failures() -> dict[str, Callable[[SubgraphBuilder], int]]:
+    """One op each that the classic builder's Parse fails (the GL oracle's "OP: ..." errors)."""
+
+    def const_batch(g: SubgraphBuilder) -> int:
+        x = g.input("x", [2, 8, 8, 4])
+        return g.op("SUB", [x, g.const("c", np.ones((2, 8, 8, 4), np.float32))], [2, 8, 8, 4])
+
+    def const_rank(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 4])
+        return g.op(
+            "CONCATENATION", [x, g.const("c", np.zeros((1, 8, 4), np.float32))], [1, 8, 8], options=dict(axis=2)
+        )
+
+    def const_condition(g: SubgraphBuilder) -> int:
+        c = g.const("c", np.ones((1, 8, 8, 4), bool), "BOOL")
+        return g.op("SELECT_V2", [c, g.input("a", [1, 8, 8, 4]), g.input("b", [1, 8, 8, 4])], [1, 8, 8, 4])
+
+    def pack_twice(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 4])
+        return g.op("PACK", [x, x], [1, 2, 8, 4], options=dict(axis=1, values_count=2))
+
+    return {
+        "Batch size is not equal to 1.": const_batch,
+        "Expected a 4D tensor of shape BxHxWxC but got 1x8x4": const_rank,
+        "ReadNonConstantTensor: value is a constant tensor: 0": const_condition,
+        "Node is already a consumer of the value": pack_twice,
+    }
+
+
+@pytest.mark.parametrize("words", sorted(_parse_failures()))
+def test_gpu201_a_failure_in_the_builders_parse_fails_every_backend(words: str) -> None:
+    # Parse runs before either backend builds anything (BuildModel), so OpenCL fails too
+    result = Linter(TARGETS["classic"], targets=TARGETS).lint(single(_parse_failures()[words]))
+    assert result.verdict == "init-failure" and words in result.reason
+    assert {b: o["init"] for b, o in result.backends.items()} == {"opencl": "init-failure", "opengl": "init-failure"}
+
+
 def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
     # The interpreter delegates subgraph 0, then 1, and stops at the first failure: OpenGL fails
     # on subgraph 0's TRANSPOSE, OpenCL only on subgraph 1's BATCH_MATMUL (a failure on every backend).

@@ -44,6 +44,18 @@ class TensorSpec:
         return len(self.shape)
 
     @property
+    def bhwc(self) -> tuple[int, ...]:
+        """The delegate's BHWC of this shape (model_builder_helper.cc ExtractTensorShape: B, BC, BWC, BHWC)."""
+        s = self.shape
+        if len(s) == 1:
+            return (s[0], 1, 1, 1)
+        if len(s) == 2:
+            return (s[0], 1, 1, s[1])
+        if len(s) == 3:
+            return (s[0], 1, s[1], s[2])
+        return tuple(s)
+
+    @property
     def channels(self) -> int | None:
         """The C of the delegate's layout: BHWC, BWC, BC (the last dim for ranks 2-4)."""
         return self.shape[-1] if 2 <= self.rank <= 4 else None

@@ -470,6 +470,18 @@ def depthwise(multiplier: int, weights: str) -> Callable[[SubgraphBuilder], int]
     return build
 
 
+def pack_twice(shape: tuple[int, ...], axis: int) -> Callable[[SubgraphBuilder], int]:
+    """PACK(x, x): the same value twice unless the builder puts a RESHAPE copy before it."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", list(shape))
+        out = list(shape)
+        out.insert(axis, 2)
+        return g.op("PACK", [x, x], out, options=dict(axis=axis, values_count=2))
+
+    return build
+
+
 def issue_38_graphs() -> list[Case]:
     """Both sides of the conditions of issue #38 that need several ops or quantized constants."""
     out = [
@@ -505,4 +517,15 @@ def issue_38_graphs() -> list[Case]:
     # runtime weights with a multiplier kill both delegates' processes (test_oracle_*: the deaths)
     for multiplier, weights in ((1, "int8"), (1, "input"), (2, "const"), (2, "f16")):
         out.append(graph(f"DEPTHWISE_CONV_2D-multiplier{multiplier}-{weights}-weights", depthwise(multiplier, weights)))
+    # failures in the classic builder's Parse (every backend): constant operands of rank 2 and 3
+    # (the grid's concats are 4-D), PACK(x, x) where no RESHAPE copy comes between (its [1, 8, 4]
+    # case kills the accelerator: test_oracle_litert's deaths)
+    for rank in (2, 3):
+        shape = (1, 4) if rank == 2 else (1, 8, 4)
+        for zero in (True, False):
+            c = cst(*shape, value=np.zeros(shape) if zero else None)
+            both = (*shape[:-1], 2 * shape[-1])
+            out.append(case("CONCATENATION", [rt(*shape), c], both, axis=rank - 1, note=f"zero{int(zero)}"))
+    out.append(graph("PACK-same-tensor-twice-[8,4]-axis0", pack_twice((8, 4), 0)))
+    out.append(graph("PACK-same-tensor-twice-[1,8,4]-axis1", pack_twice((1, 8, 4), 1)))
     return out

@@ -174,3 +174,69 @@ def depthwise_runtime_multiplier(sig: OpSignature) -> str | None:
         f"depth multiplier {multiplier} with weights computed at run time: the builder's TransposeWeights "
         "reads the constant weights, which are empty, and the process dies (SIGSEGV; no CPU fallback)"
     )
+
+
+@check
+def const_operand_batch(sig: OpSignature) -> str | None:
+    """ElementwiseOperationParser with one constant operand (builder 1161-1175 ->
+    ParseInputsWithConstTensorImpl 119-187): a constant of more than one element that is not a
+    per-channel vector is read as an HWC tensor, and a 4-D one whose batch is not 1 fails there
+    (model_builder_helper.cc SetAllDimensions(HWC) 321-341). This is Parse, so every backend fails
+    (the GL oracle prefixes the op's name, as BuildModel does for a Parse error)."""
+    rt, const = sig.runtime_inputs, sig.const_inputs
+    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
+        return None
+    return "Batch size is not equal to 1." if const[0].rank == 4 and const[0].shape[0] != 1 else None
+
+
+@check
+def const_operand_rank(sig: OpSignature) -> str | None:
+    """CONCATENATION and PACK read a constant operand as a BHWC tensor (builder 500-518 and
+    1640-1651: ReadTensor into TensorFloat32), which must be 4-D (model_builder_helper.cc
+    SetAllDimensions(BHWC) 367-372); Parse, so every backend fails (GL oracle: ranks 2 and 3, zero
+    or not)."""
+    for t in sig.const_inputs:
+        if t.rank != 4:
+            return f"Expected a 4D tensor of shape BxHxWxC but got {'x'.join(str(d) for d in t.shape)}"
+    return None
+
+
+@check
+def select_condition_runtime(sig: OpSignature) -> str | None:
+    """SelectV2OperationParser adds the condition with AddInput (builder 2128-2150), which takes
+    runtime tensors only (object_reader.cc ReadNonConstantTensor 35-48); Parse, every backend."""
+    cond = sig.input(0)
+    if cond is None or not cond.is_const:
+        return None
+    return f"ReadNonConstantTensor: value is a constant tensor: {cond.index}"
+
+
+def _stacked_axis(rank: int, axis: int) -> int:
+    """ExtractAxisFromIndex (model_builder_helper.cc 123-153) as a BHWC index."""
+    axis %= max(rank, 1)
+    return {4: (0, 1, 2, 3), 3: (0, 2, 3), 2: (0, 3), 1: (0,)}.get(rank, (0, 1, 2, 3))[axis]
+
+
+def adds_a_value_twice(sig: OpSignature) -> bool:
+    """The parser would make one value this node's input twice, which GraphFloat32::AddConsumer
+    refuses ("Node N is already a consumer of the value M", model.cc 226-236). BATCH_MATMUL and
+    SELECT/SELECT_V2 add each runtime input; PACK each input that already has the shape it stacks
+    (other inputs go through a RESHAPE copy first, builder 1661-1675; ML Drift's parsers alike)."""
+    seen = [t.index for t in sig.runtime_inputs]
+    repeated = {i for i in seen if seen.count(i) > 1}
+    if not repeated or sig.op != "PACK":
+        return bool(repeated)
+    out = sig.outputs[0] if sig.outputs else None
+    if out is None or not 1 <= out.rank <= 4:
+        return False
+    required = list(out.bhwc)
+    required[_stacked_axis(out.rank, int(sig.options.get("axis", 0)))] = 1
+    return any(t.bhwc == tuple(required) for t in sig.runtime_inputs if t.index in repeated)
+
+
+@check
+def value_added_twice(sig: OpSignature) -> str | None:
+    """The classic builder's Parse fails (every backend); see adds_a_value_twice."""
+    if not adds_a_value_twice(sig):
+        return None
+    return 'the node reads one tensor twice: "Node is already a consumer of the value" (GraphFloat32::AddConsumer)'

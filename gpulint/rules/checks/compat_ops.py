@@ -53,7 +53,9 @@ def fully_connected(sig: OpSignature) -> str | None:
 def pad(sig: OpSignature) -> str | None:
     """compat kTfLiteBuiltinPad/Padv2/MirrorPad."""
     if sig.op == "MIRROR_PAD" and sig.options.get("mode") != "REFLECT":
-        mode = schema.enum_value("MirrorPadMode", sig.options.get("mode", 0))
+        # the message prints TfLiteMirrorPaddingMode (builtin_op_data.h: unknown 0, reflect 1,
+        # symmetric 2), the schema's MirrorPadMode plus one (GL oracle: SYMMETRIC says 2)
+        mode = schema.enum_value("MirrorPadMode", sig.options.get("mode", 0)) + 1
         return f"Only Reflective padding is supported for Mirror Pad operation. But node has {mode}"
     if (why := runtime_outputs(sig, 1, 1)) is not None:
         return why
@@ -88,11 +90,11 @@ def resize(sig: OpSignature) -> str | None:
 def strided_slice(sig: OpSignature) -> str | None:
     """compat kTfLiteBuiltinStridedSlice."""
     if sig.options.get("ellipsis_mask", 0):
-        return "Slice does not support ellipsis_mask."
+        return "StridedSlice does not support ellipsis_mask."
     if sig.options.get("new_axis_mask", 0):
-        return "Slice does not support new_axis_mask."
+        return "StridedSlice does not support new_axis_mask."
     if sig.options.get("shrink_axis_mask", 0):
-        return "Slice does not support shrink_axis_mask parameter. "
+        return "StridedSlice does not support shrink_axis_mask parameter."
     if len(sig.inputs) < 4:
         return "STRIDED_SLICE requires 4 inputs."
     if sig.inputs[0].rank not in (3, 4):
@@ -141,14 +143,16 @@ def cast_types(sig: OpSignature) -> str | None:
 
 @check
 def cast_from_bool(sig: OpSignature) -> str | None:
-    """builder CastOperationParser::IsSupported: a BOOL input to a float output needs one
+    """builder CastOperationParser::IsSupported (388-407): a BOOL input to a float output needs one
     producer and one reader, and the cast's output exactly one reader (not a model output)."""
     x = sig.inputs[0] if sig.inputs else None
     if x is None or x.dtype != "BOOL" or not sig.outputs or sig.outputs[0].dtype not in FLOAT_TYPES:
         return None
     out = sig.outputs[0]
-    if sig.producer(x) is None or len(sig.consumers(x)) != 1 or out.is_graph_output or len(sig.consumers(out)) != 1:
+    if sig.producer(x) is None or len(sig.consumers(x)) != 1:
         return "Not supported cast case"
+    if out.is_graph_output or len(sig.consumers(out)) != 1:
+        return "Cast from bool not supported for outputs"
     return None
 
 
@@ -198,7 +202,7 @@ def one_hot(sig: OpSignature) -> str | None:
         if idx.rank > 3 and i == 0:
             continue
         if idx.shape[i] != 1:
-            return f"Unspported non-singleton dim at {i}"
+            return f"Unsupported non-singleton dim at {i}"
     on, off = sig.inputs[2], sig.inputs[3]
     if on.dtype != "FLOAT32" or off.dtype != "FLOAT32":
         return error

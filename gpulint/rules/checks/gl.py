@@ -13,25 +13,13 @@ from gpulint.rules.signature import OpSignature, TensorSpec
 from gpulint.text import clean
 
 
-def bhwc(t: TensorSpec) -> tuple[int, ...]:
-    """model_builder_helper.cc ExtractTensorShape 97-121: B, BC, BWC and BHWC as BHWC."""
-    s = list(t.shape)
-    if len(s) == 1:
-        return (s[0], 1, 1, 1)
-    if len(s) == 2:
-        return (s[0], 1, 1, s[1])
-    if len(s) == 3:
-        return (s[0], 1, s[1], s[2])
-    return tuple(s)
-
-
 def _runtime_pair(sig: OpSignature) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """The BHWC shapes of a two-runtime-input op, in the order the builder binds them: ADD and MUL
     put the "larger" tensor first (builder ElementwiseOperationParser 1147-1158)."""
     rt = sig.runtime_inputs
     if len(rt) != 2 or rt[0].index == rt[1].index or min(rt[0].rank, rt[1].rank) < 1:
         return None
-    a, b = bhwc(rt[0]), bhwc(rt[1])
+    a, b = rt[0].bhwc, rt[1].bhwc
     if sig.op in ("ADD", "MUL") and a[1] <= b[1] and a[2] <= b[2] and a[3] == b[3]:
         a, b = b, a
     return a, b
@@ -202,24 +190,12 @@ def _const_operand(sig: OpSignature) -> TensorSpec | None:
 
 
 @check
-def gl_const_batch(sig: OpSignature) -> str | None:
-    """The OpenGL kernels read a constant operand of more than one element as one HWC image: with a
-    4-D constant whose batch is not 1, "<OP>: Batch size is not equal to 1." (seen from the oracle)."""
-    const = _const_operand(sig)
-    if const is None or const.rank != 4 or const.shape[0] == 1:
-        return None
-    return f"{sig.op}: Batch size is not equal to 1."
-
-
-@check
 def gl_elementwise_const(sig: OpSignature) -> str | None:
     """gl/kernels/elementwise.cc 175-185: SUB, DIV, MAXIMUM, ... take a constant only as a scalar or a
     per-channel vector (builder ParseInputsWithConstTensorImpl: linear when every dim but the last is 1)."""
     const = _const_operand(sig)
-    if const is None:
-        return gl_const_batch(sig)
-    if all(d == 1 for d in const.shape[:-1]):
-        return gl_const_batch(sig)
+    if const is None or all(d == 1 for d in const.shape[:-1]):
+        return None
     return "Couldn't read scalar of const vector data from the attributes."
 
 
@@ -254,7 +230,8 @@ def gl_const_node(sig: OpSignature) -> str | None:
     """A constant operand of CONCATENATION or PACK becomes a CONSTANT node in the builder
     (model_builder.cc 507-518, 1640-1653), and gl/kernels/registry.cc has no shader for it. The one
     way out is MakePaddingFromZerosConcat (transformations/make_padding.cc 48-98): a two-input
-    concat on H, W or C whose first all-zero constant operand becomes zero padding."""
+    concat on H, W or C whose first all-zero constant operand becomes zero padding. A constant of
+    another rank than 4 fails in the builder first (builder.const_operand_rank)."""
     consts = [t for t in sig.inputs if t.is_const]
     if not consts:
         return None
@@ -262,7 +239,7 @@ def gl_const_node(sig: OpSignature) -> str | None:
         rank = sig.outputs[0].rank
         axis = int(sig.options.get("axis", 0)) % max(rank, 1)
         values = sig.const_values(consts[0])
-        if axis != 0 and rank in (2, 3, 4) and values is not None and not any(values):
+        if axis != 0 and rank == 4 and values is not None and not any(values):
             return None  # ExtractAxisFromIndex: any axis but the batch is H, W or C
     return "No shader implementation for const"
 

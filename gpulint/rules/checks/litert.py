@@ -8,6 +8,7 @@ the classic builder only finds out in Parse, so most of these refuse at partitio
 from __future__ import annotations
 
 from gpulint.model import schema
+from gpulint.rules.checks.builder import adds_a_value_twice
 from gpulint.rules.checks.compat import FLOAT_TYPES, broadcastable, one_or_two_operands
 from gpulint.rules.checks.registry import check
 from gpulint.rules.signature import OpSignature, TensorSpec
@@ -351,14 +352,14 @@ def md_gather_types(sig: OpSignature) -> str | None:
 
 @check
 def md_distinct_inputs(sig: OpSignature) -> str | None:
-    """One tensor as two runtime inputs of BATCH_MATMUL or SELECT_V2: their parsers (mdb 705-760,
-    4747-4790) add the same value to the node twice and ML Drift's graph CHECK-fails ("Check
-    failed: !IsInput(consumer, value) Node 0 is already a consumer of the value 0", model.cc:218
-    in @ml_drift), which aborts the process where ai-edge-litert 2.3.0 builds the graph: no CPU
-    fallback, measured. ADD, MUL and ADD_N take a repeated input (mdb 2280-2286); so do
-    CONCATENATION and PACK (measured)."""
-    seen = [t.index for t in sig.runtime_inputs]
-    if len(seen) == len(set(seen)):
+    """One value as two inputs of a node: BATCH_MATMUL, SELECT_V2 and PACK (where no RESHAPE copy
+    comes between; builder.adds_a_value_twice) add the same value to the node twice (mdb 705-760,
+    4747-4790, PackOperationParser) and ML Drift's graph CHECK-fails ("Check failed:
+    !IsInput(consumer, value) Node 0 is already a consumer of the value 0", model.cc:218 in
+    @ml_drift), which aborts the process where ai-edge-litert 2.3.0 builds the graph: no CPU
+    fallback, measured (PACK(x, x) of [1, 8, 4] too). ADD, MUL and ADD_N take a repeated input
+    (mdb 2280-2286); so does CONCATENATION (measured)."""
+    if not adds_a_value_twice(sig):
         return None
     return (
         "Check failed: !IsInput(consumer, value): the node reads one tensor twice, and the accelerator "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpulint.rules.checks.gl import bhwc
 from gpulint.rules.checks.registry import check
 from gpulint.rules.signature import OpSignature, TensorSpec
 
@@ -36,7 +35,7 @@ def _landmarks(sig: OpSignature) -> TensorSpec | None:
     if len(sig.inputs) != 2:
         return None
     second = sig.inputs[1]
-    return sig.inputs[0] if bhwc(second) == (1, 1, 4, 4) else second
+    return sig.inputs[0] if second.bhwc == (1, 1, 4, 4) else second
 
 
 def _stays_version_2(sig: OpSignature) -> bool:
@@ -102,7 +101,7 @@ def gl_landmarks_to_matrix(sig: OpSignature) -> str | None:
     reshape = mul.producer(scaled) if mul is not None and scaled is not None else None
     if reshape is not None and reshape.op == "RESHAPE" and reshape.input(0) is not None:
         x = reshape.inputs[0]
-    _, h, w, c = bhwc(x)
+    _, h, w, c = x.bhwc
     if (h, w) == (1, 1) and c % 3 == 0:
         return None
     return "This case is not supported by LandmarksToTransformMatrixV2"
@@ -147,6 +146,6 @@ def gl_transform_tensor_bilinear(sig: OpSignature) -> str | None:
         given = opts.get("output_size") or (0, 0)
         size = tuple(given[:2]) if isinstance(given, list | tuple) and len(given) >= 2 else (0, 0)
     sized = all(isinstance(v, int) and v > 0 for v in size)
-    if matrix is None or bhwc(matrix) != (1, 1, 4, 4) or not sized:
+    if matrix is None or matrix.bhwc != (1, 1, 4, 4) or not sized:
         return "This case is not supported by TransformTensorBilinear."
     return None
