@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from oracle import OracleResult
-from oracle.grid import cases, depthwise, graph, landmarks, landmarks_matrix
+from oracle.grid import cases, depthwise, graph, grouped_conv, landmarks, landmarks_matrix
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
@@ -243,6 +243,33 @@ def test_what_kills_the_delegate_is_named(gl_oracle: Any, tmp_path: Path) -> Non
         assert answers[str(path)].outcome == "crash", (cid, answers[str(path)].words)
         pred = predict(path)
         assert pred.outcome == "init-failure" and "the process dies (SIGSEGV" in pred.reason, (cid, pred.reason)
+
+
+# -- (e) what it computes wrong -----------------------------------------------------------------
+
+SHARED_ORACLE = Path(__file__).resolve().parents[2] / "shared" / "oracle" / "gl_delegate.py"
+
+
+def test_gl_grouped_1x1_conv_runs_and_computes_wrong(gl_oracle: Any, tmp_path: Path) -> None:
+    """GPU806 from the delegate itself: the grouped 1x1 conv initializes on OpenGL and its outputs
+    are far from the CPU's, where the grouped 3x3 one fails to initialize (the grid holds both)."""
+    import json
+    import subprocess
+
+    from oracle import VENV
+
+    if not SHARED_ORACLE.is_file():
+        pytest.skip(f"the invoking oracle script {SHARED_ORACLE} is not here")
+    path = tmp_path / "grouped_1x1.tflite"
+    write(graph("grouped", grouped_conv(1, 1)).build(), str(path))
+    run = subprocess.run(
+        [str(VENV / "bin" / "python"), str(SHARED_ORACLE), str(path)], capture_output=True, text=True, timeout=300
+    )
+    answer = json.loads(run.stdout)
+    assert answer["init_ok"] and answer["invoke"]["gpu_invoke_status"] == 0, answer
+    assert answer["invoke"]["max_abs_diff_vs_cpu"][0] > 1e-3, answer["invoke"]  # measured 0.043; dense: 7e-9
+    found = check_file(str(path), Settings())
+    assert [f.code for f in found.findings if f.code == "GPU806"] == ["GPU806"]
 
 
 # -- the README's table -----------------------------------------------------------------------

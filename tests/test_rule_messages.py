@@ -548,6 +548,25 @@ def test_gpu201_a_failure_in_the_builders_parse_fails_every_backend(words: str) 
     assert {b: o["init"] for b, o in result.backends.items()} == {"opencl": "init-failure", "opengl": "init-failure"}
 
 
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_gpu806_gl_grouped_1x1_conv(kernel: int) -> None:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 16])
+        w = g.const("w", np.zeros((16, kernel, kernel, 8), np.float32))
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        return g.op("CONV_2D", [x, w, g.const("b", np.zeros(16, np.float32))], [1, 8, 8, 16], options=opts)
+
+    model = single(build)
+    expected = [
+        "`CONV_2D` (op 0) is a grouped 1x1 convolution (2 groups): the OpenGL ES backend (devices without "
+        "OpenCL) builds it with its 1x1 shader, which has no groups, and computes a dense convolution: wrong outputs"
+    ]
+    # a 3x3 one fails to initialize on OpenGL instead (GPU203); OpenCL alone computes groups right
+    assert messages(lint(model), "GPU806") == (expected if kernel == 1 else [])
+    only_cl = Linter(TARGETS["classic"], backends=("opencl",)).lint(model).findings
+    assert messages(only_cl, "GPU806") == []
+
+
 def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
     # The interpreter delegates subgraph 0, then 1, and stops at the first failure: OpenGL fails
     # on subgraph 0's TRANSPOSE, OpenCL only on subgraph 1's BATCH_MATMUL (a failure on every backend).

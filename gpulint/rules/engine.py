@@ -110,7 +110,8 @@ class Linter:
                     findings.append(self.finding(code, values, si, p.index, p.op))
             for code, values, index, op in self.placer.check_partition(graph, plan, placed):
                 findings.append(self.finding(code, values, si, index, op))
-            view = SubgraphView(graph, sigs, placed, plan, self.target, len(self.backends))
+            names = tuple(b.name for b in self.backends)
+            view = SubgraphView(graph, sigs, placed, plan, self.target, len(self.backends), names)
             for scope, items in view.scopes():
                 findings.extend(self._detect(scope, view, items, si))
         whole = ModelView(model, graphs, self.target, self.quantized)

@@ -482,6 +482,19 @@ def pack_twice(shape: tuple[int, ...], axis: int) -> Callable[[SubgraphBuilder],
     return build
 
 
+def grouped_conv(kernel: int, stride: int) -> Callable[[SubgraphBuilder], int]:
+    """CONV_2D of 16 channels in 2 groups of 8 (one grouped CONVOLUTION_2D in the builder)."""
+
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 16])
+        w = g.const("w", np.full((16, kernel, kernel, 8), 0.01, np.float32))
+        out = (8 - kernel) // stride + 1
+        opts = dict(padding="VALID", stride_w=stride, stride_h=stride)
+        return g.op("CONV_2D", [x, w, g.const("b", np.zeros(16, np.float32))], [1, out, out, 16], options=opts)
+
+    return build
+
+
 def issue_38_graphs() -> list[Case]:
     """Both sides of the conditions of issue #38 that need several ops or quantized constants."""
     out = [
@@ -528,4 +541,7 @@ def issue_38_graphs() -> list[Case]:
             out.append(case("CONCATENATION", [rt(*shape), c], both, axis=rank - 1, note=f"zero{int(zero)}"))
     out.append(graph("PACK-same-tensor-twice-[8,4]-axis0", pack_twice((8, 4), 0)))
     out.append(graph("PACK-same-tensor-twice-[1,8,4]-axis1", pack_twice((1, 8, 4), 1)))
+    # OpenGL's 1x1 shader takes a grouped 1x1 conv at stride 1 (and computes it wrong: GPU806)
+    for kernel, stride in ((1, 1), (1, 2), (3, 1)):
+        out.append(graph(f"CONV_2D-2-groups-{kernel}x{kernel}-stride{stride}", grouped_conv(kernel, stride)))
     return out

@@ -93,26 +93,49 @@ def gl_runtime_weights(sig: OpSignature) -> str | None:
     return f"{GL_RUNTIME_WEIGHTS.get(sig.op, 'Convolution')} does not support more than 1 runtime tensor"
 
 
+def grouped_conv_groups(sig: OpSignature) -> int:
+    """How many groups a CONV_2D with constant weights has (1: not grouped)."""
+    x, w = sig.input(0), sig.input(1)
+    if x is None or w is None or x.rank != 4 or w.rank != 4 or not w.shape[3]:
+        return 1
+    src_c, group_in = x.shape[3], w.shape[3]
+    return src_c // group_in if src_c != group_in and src_c % group_in == 0 else 1
+
+
+def conv1x1_refusal(sig: OpSignature) -> str | None:
+    """Why gl/kernels/conv.cc's Convolution1x1 shader (173-194), the first CONVOLUTION_2D shader the
+    registry tries, does not take the conv; None where it does. It has no group check."""
+    w = sig.input(1)
+    if w is None or w.rank != 4 or (w.shape[1], w.shape[2]) != (1, 1):
+        return "Height and width should be 1."
+    if (sig.options.get("dilation_h_factor", 1), sig.options.get("dilation_w_factor", 1)) != (1, 1):
+        return "Dilations are not supported."
+    if (sig.options.get("stride_h", 1), sig.options.get("stride_w", 1)) != (1, 1):
+        return "Strides are not supported."
+    return None  # a 1x1 kernel at stride 1 pads nothing, SAME or VALID
+
+
 @check
 def gl_conv_groups(sig: OpSignature) -> str | None:
     """A grouped CONV_2D (the filter has fewer input channels than the input) on OpenGL, as the
     builder lowers it (builder 655-705): one input channel per group and as many outputs as
     inputs becomes a DEPTHWISE_CONVOLUTION, which OpenGL builds; groups of a multiple of 4
-    input and output channels stay one grouped CONVOLUTION_2D, which gl/kernels/conv.cc 50-54
-    refuses; other groups are split (ResolveGroupedConvolution, builder 751-), and OpenGL has no
-    SPLIT shader. The GL oracle shows all three."""
+    input and output channels stay one grouped CONVOLUTION_2D; other groups are split
+    (ResolveGroupedConvolution, builder 751-), and OpenGL has no SPLIT shader. The registry
+    (gl/kernels/registry.cc 135-152) tries the 1x1 shader, then the general one, which refuses
+    groups (conv.cc 50-54), and joins their errors; the 1x1 shader takes a grouped 1x1 conv and
+    computes it as a dense one (GPU806). The GL oracle shows all four."""
     x, w = sig.input(0), sig.input(1)
     out = sig.outputs[0] if sig.outputs else None
-    if x is None or w is None or out is None or x.rank != 4 or w.rank != 4 or not w.is_const:
+    groups = grouped_conv_groups(sig)
+    if x is None or w is None or out is None or not w.is_const or groups == 1:
         return None
-    src_c, group_in, dst_c = x.shape[3], w.shape[3], w.shape[0]
-    if not group_in or src_c == group_in or src_c % group_in:
-        return None
-    if group_in == 1 and src_c == out.shape[-1]:
+    group_in, dst_c = w.shape[3], w.shape[0]
+    if group_in == 1 and x.shape[3] == out.shape[-1]:
         return None  # a depthwise conv
-    groups = src_c // group_in
     if group_in % 4 == 0 and (dst_c // groups) % 4 == 0:
-        return "Convolution does not support more than 1 group"
+        first = conv1x1_refusal(sig)
+        return None if first is None else f"{first}, Convolution does not support more than 1 group"
     return "No shader implementation for split"
 
 

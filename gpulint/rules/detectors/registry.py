@@ -71,6 +71,7 @@ class SubgraphView:
     plan: SubgraphPlan
     target: TargetFacts
     backends: int  # how many of the delegate's backends are checked
+    backend_names: tuple[str, ...] = ()  # which (opencl, opengl, ...)
     _memo: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False)
 
     def on_gpu(self, sig: OpSignature) -> bool:
