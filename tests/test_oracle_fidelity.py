@@ -252,7 +252,8 @@ SHARED_ORACLE = Path(__file__).resolve().parents[2] / "shared" / "oracle" / "gl_
 
 def test_gl_grouped_1x1_conv_runs_and_computes_wrong(gl_oracle: Any, tmp_path: Path) -> None:
     """GPU806 from the delegate itself: the grouped 1x1 conv initializes on OpenGL and its outputs
-    are far from the CPU's, where the grouped 3x3 one fails to initialize (the grid holds both)."""
+    are far from the CPU's (the grid holds the grouped convs that fail to initialize); its fix,
+    dense-grouped-conv, computes right there."""
     import json
     import subprocess
 
@@ -260,16 +261,26 @@ def test_gl_grouped_1x1_conv_runs_and_computes_wrong(gl_oracle: Any, tmp_path: P
 
     if not SHARED_ORACLE.is_file():
         pytest.skip(f"the invoking oracle script {SHARED_ORACLE} is not here")
-    path = tmp_path / "grouped_1x1.tflite"
-    write(graph("grouped", grouped_conv(1, 1)).build(), str(path))
-    run = subprocess.run(
-        [str(VENV / "bin" / "python"), str(SHARED_ORACLE), str(path)], capture_output=True, text=True, timeout=300
-    )
-    answer = json.loads(run.stdout)
-    assert answer["init_ok"] and answer["invoke"]["gpu_invoke_status"] == 0, answer
-    assert answer["invoke"]["max_abs_diff_vs_cpu"][0] > 1e-3, answer["invoke"]  # measured 0.043; dense: 7e-9
+    from gpulint.passes import PassOptions, registry
+
+    def invoked(path: Path) -> dict[str, Any]:
+        run = subprocess.run(
+            [str(VENV / "bin" / "python"), str(SHARED_ORACLE), str(path)], capture_output=True, text=True, timeout=300
+        )
+        answer: dict[str, Any] = json.loads(run.stdout)
+        assert answer["init_ok"] and answer["invoke"]["gpu_invoke_status"] == 0, answer
+        return answer
+
+    path, fixed = tmp_path / "grouped_1x1.tflite", tmp_path / "dense.tflite"
+    model = graph("grouped", grouped_conv(1, 1)).build()
+    write(model, str(path))
+    assert invoked(path)["invoke"]["max_abs_diff_vs_cpu"][0] > 1e-3  # measured 0.043
     found = check_file(str(path), Settings())
     assert [f.code for f in found.findings if f.code == "GPU806"] == ["GPU806"]
+    # the pass GPU806 names makes it right on the same delegate (measured 3.7e-9)
+    assert registry()["dense-grouped-conv"].run(model, PassOptions()).changes
+    write(model, str(fixed))
+    assert invoked(fixed)["invoke"]["max_abs_diff_vs_cpu"][0] < 1e-6
 
 
 # -- the README's table -----------------------------------------------------------------------

@@ -308,6 +308,51 @@ def test_fold_atrous_with_the_converters_extra_padding(tmp_path: Path) -> None:
     assert_same(tmp_path, before, after)
 
 
+# -- dense-grouped-conv ----------------------------------------------------------------------------
+
+
+def grouped(kernel: int, groups: int, dtype: str = "FLOAT32") -> Model:
+    """x [1, 8, 8, 16] through a CONV_2D of 16 outputs in `groups` groups, then a RELU."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 16])
+    w = weights(16, kernel, kernel, 16 // groups)
+    if dtype == "FLOAT16":
+        wt = g.op("DEQUANTIZE", [g.const("w16", w.astype(np.float16))], list(w.shape))
+    else:
+        wt = g.const("w", w)
+    opts = dict(padding="SAME", stride_w=1, stride_h=1)
+    y = g.op("CONV_2D", [x, wt, g.const("b", weights(16))], [1, 8, 8, 16], options=opts)
+    g.output(g.op("RELU", [y], [1, 8, 8, 16]))
+    return mb.build()
+
+
+@pytest.mark.parametrize("kernel, groups", [(1, 2), (3, 4)])
+def test_dense_grouped_conv_gives_the_same_outputs(tmp_path: Path, kernel: int, groups: int) -> None:
+    before = grouped(kernel, groups)
+    after, changes, _ = apply(before, "dense-grouped-conv")
+    assert changes == [
+        f"`w`: {groups} groups of {16 // groups} channels -> dense [16, {kernel}, {kernel}, 16] ({groups}x the weights and MACs)"
+    ]
+    conv = next(op for _, sg, op in after.operators() if after.op_name(op) == "CONV_2D")
+    assert after.subgraphs[0].tensors[conv.inputs[1]].shape == [16, kernel, kernel, 16]
+    assert_same(tmp_path, before, after)
+    # the defect rule the pass answers goes quiet (GPU806: the grouped 1x1 conv on OpenGL)
+    from gpulint.rules import pack
+    from gpulint.rules.engine import Linter
+
+    codes = [f.code for f in Linter(pack.load_targets()["classic"]).lint(after).findings]
+    assert "GPU806" not in codes
+
+
+def test_dense_grouped_conv_leaves_depthwise_and_fp16_weights() -> None:
+    # one input channel per group with as many outputs: a depthwise conv to the delegate
+    _, changes, skipped = apply(grouped(3, 16), "dense-grouped-conv")
+    assert changes == [] and skipped == ["`w`: one input channel per group, a depthwise conv to the delegate"]
+    _, changes, _ = apply(grouped(1, 2, "FLOAT16"), "dense-grouped-conv")
+    assert changes == []  # the weights are a DEQUANTIZE's output, not a constant
+
+
 # -- pad-channels ----------------------------------------------------------------------------------
 
 

@@ -59,6 +59,7 @@ def preserved(p: Pass) -> str:
 def registry() -> dict[str, Pass]:
     """Every pass, in the order the pipeline runs them."""
     from gpulint.passes import (
+        dense_grouped_conv,
         densify_constants,
         dequantize_constants,
         fold_atrous,
@@ -80,6 +81,7 @@ def registry() -> dict[str, Pass]:
         dequantize_constants.PASS,
         remove_identity.PASS,
         fold_atrous.PASS,
+        dense_grouped_conv.PASS,
         fuse_activations.PASS,
         pad_channels.PASS,
         rgba_input.PASS,
