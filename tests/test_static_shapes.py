@@ -434,7 +434,7 @@ def test_fix_help_names_every_pass_with_its_safety() -> None:
 
     text = " ".join(CliRunner().invoke(app, ["fix", "--help"], env={"COLUMNS": "400"}).stdout.split())
     safe, _, rest = text.partition("unsafe:")
-    unsafe, _, opt_in = rest.partition("Opt-in")  # the half-precision passes: safe, run when named
+    unsafe, _, opt_in = rest.partition("Opt-in")  # safe, run when named: the half-precision ones, dense-grouped-conv
     for p in registry().values():
         assert p.name in (opt_in if p.opt_in else safe if p.safe else unsafe), p.name
 

@@ -36,7 +36,9 @@ def fix(
             "scaled-variance (squares of values scaled by 2^-k, undone after the root; k from --inputs or the "
             "graph's bounds), split-reduction (a long SUM/MEAN in two levels whose partial sums stay in half's "
             "range), scale-logits (an attention's 1/sqrt(d) applied to the query before BATCH_MATMUL, not to the "
-            "product after it). `gpulint fix` README table: what each does."
+            "product after it); and dense-grouped-conv (a grouped CONV_2D given block-diagonal dense weights, which "
+            "the OpenGL backend builds and computes right: GPU806; costs the group count in weights and MACs). "
+            "`gpulint fix` README table: what each does."
         ),
     ] = None,
     unsafe_fixes: Annotated[
