@@ -567,6 +567,17 @@ def test_gpu806_gl_grouped_1x1_conv(kernel: int) -> None:
     assert messages(only_cl, "GPU806") == []
 
 
+def test_gpu806_leaves_a_conv_the_builder_makes_depthwise() -> None:
+    # one input channel per group and as many outputs as inputs: a DEPTHWISE_CONVOLUTION, not the 1x1 shader
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 16])
+        w = g.const("w", np.zeros((16, 1, 1, 1), np.float32))
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        return g.op("CONV_2D", [x, w, g.const("b", np.zeros(16, np.float32))], [1, 8, 8, 16], options=opts)
+
+    assert messages(lint(single(build)), "GPU806") == []
+
+
 def test_each_backend_fails_at_its_first_failing_subgraph() -> None:
     # The interpreter delegates subgraph 0, then 1, and stops at the first failure: OpenGL fails
     # on subgraph 0's TRANSPOSE, OpenCL only on subgraph 1's BATCH_MATMUL (a failure on every backend).

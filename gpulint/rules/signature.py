@@ -47,6 +47,8 @@ class TensorSpec:
     def bhwc(self) -> tuple[int, ...]:
         """The delegate's BHWC of this shape (model_builder_helper.cc ExtractTensorShape: B, BC, BWC, BHWC)."""
         s = self.shape
+        if not s:
+            return (1, 1, 1, 1)
         if len(s) == 1:
             return (s[0], 1, 1, 1)
         if len(s) == 2:

@@ -93,13 +93,24 @@ def gl_runtime_weights(sig: OpSignature) -> str | None:
     return f"{GL_RUNTIME_WEIGHTS.get(sig.op, 'Convolution')} does not support more than 1 runtime tensor"
 
 
-def grouped_conv_groups(sig: OpSignature) -> int:
-    """How many groups a CONV_2D with constant weights has (1: not grouped)."""
+def grouped_conv(sig: OpSignature) -> tuple[str, int]:
+    """What the builder makes of a CONV_2D with constant weights (builder 655-705, 751-): ("", 1)
+    when it is not grouped, ("depthwise", g) for one input channel per group and as many outputs as
+    inputs, ("grouped", g) for one grouped CONVOLUTION_2D (groups of a multiple of 4 input and
+    output channels), ("split", g) for the rest (ResolveGroupedConvolution)."""
     x, w = sig.input(0), sig.input(1)
-    if x is None or w is None or x.rank != 4 or w.rank != 4 or not w.shape[3]:
-        return 1
-    src_c, group_in = x.shape[3], w.shape[3]
-    return src_c // group_in if src_c != group_in and src_c % group_in == 0 else 1
+    out = sig.outputs[0] if sig.outputs else None
+    if x is None or w is None or out is None or x.rank != 4 or w.rank != 4 or not w.is_const or not w.shape[3]:
+        return "", 1
+    src_c, group_in, dst_c = x.shape[3], w.shape[3], w.shape[0]
+    if src_c == group_in or src_c % group_in:
+        return "", 1
+    groups = src_c // group_in
+    if group_in == 1 and src_c == out.shape[-1]:
+        return "depthwise", groups
+    if group_in % 4 == 0 and (dst_c // groups) % 4 == 0:
+        return "grouped", groups
+    return "split", groups
 
 
 def conv1x1_refusal(sig: OpSignature) -> str | None:
@@ -115,28 +126,25 @@ def conv1x1_refusal(sig: OpSignature) -> str | None:
     return None  # a 1x1 kernel at stride 1 pads nothing, SAME or VALID
 
 
+def grouped_1x1_groups(sig: OpSignature) -> int:
+    """The groups of a grouped CONVOLUTION_2D that OpenGL's 1x1 shader takes, ignoring them (GPU806); 0 if none."""
+    kind, groups = grouped_conv(sig)
+    return groups if kind == "grouped" and conv1x1_refusal(sig) is None else 0
+
+
 @check
 def gl_conv_groups(sig: OpSignature) -> str | None:
-    """A grouped CONV_2D (the filter has fewer input channels than the input) on OpenGL, as the
-    builder lowers it (builder 655-705): one input channel per group and as many outputs as
-    inputs becomes a DEPTHWISE_CONVOLUTION, which OpenGL builds; groups of a multiple of 4
-    input and output channels stay one grouped CONVOLUTION_2D; other groups are split
-    (ResolveGroupedConvolution, builder 751-), and OpenGL has no SPLIT shader. The registry
-    (gl/kernels/registry.cc 135-152) tries the 1x1 shader, then the general one, which refuses
-    groups (conv.cc 50-54), and joins their errors; the 1x1 shader takes a grouped 1x1 conv and
-    computes it as a dense one (GPU806). The GL oracle shows all four."""
-    x, w = sig.input(0), sig.input(1)
-    out = sig.outputs[0] if sig.outputs else None
-    groups = grouped_conv_groups(sig)
-    if x is None or w is None or out is None or not w.is_const or groups == 1:
-        return None
-    group_in, dst_c = w.shape[3], w.shape[0]
-    if group_in == 1 and x.shape[3] == out.shape[-1]:
-        return None  # a depthwise conv
-    if group_in % 4 == 0 and (dst_c // groups) % 4 == 0:
-        first = conv1x1_refusal(sig)
-        return None if first is None else f"{first}, Convolution does not support more than 1 group"
-    return "No shader implementation for split"
+    """A grouped CONV_2D on OpenGL, as the builder lowers it (grouped_conv): a depthwise conv
+    OpenGL builds; a split one needs a SPLIT shader OpenGL has not; a grouped CONVOLUTION_2D goes
+    to the registry (gl/kernels/registry.cc 135-152), which tries the 1x1 shader, then the general
+    one, which refuses groups (conv.cc 50-54), and joins their errors. The 1x1 shader takes a
+    grouped 1x1 conv and computes it as a dense one (GPU806). The GL oracle shows all four."""
+    kind, _ = grouped_conv(sig)
+    if kind == "split":
+        return "No shader implementation for split"
+    if kind == "grouped" and (first := conv1x1_refusal(sig)) is not None:
+        return f"{first}, Convolution does not support more than 1 group"
+    return None
 
 
 # -- checks over the whole delegated partition ------------------------------------------------

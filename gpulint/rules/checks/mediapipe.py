@@ -101,8 +101,8 @@ def gl_landmarks_to_matrix(sig: OpSignature) -> str | None:
     reshape = mul.producer(scaled) if mul is not None and scaled is not None else None
     if reshape is not None and reshape.op == "RESHAPE" and reshape.input(0) is not None:
         x = reshape.inputs[0]
-    _, h, w, c = x.bhwc
-    if (h, w) == (1, 1) and c % 3 == 0:
+    shape = x.bhwc
+    if len(shape) == 4 and shape[1:3] == (1, 1) and shape[3] % 3 == 0:
         return None
     return "This case is not supported by LandmarksToTransformMatrixV2"
 

@@ -134,14 +134,12 @@ def litert_drq_fully_connected_add(v: SubgraphView, sig: OpSignature) -> Iterato
 def gl_grouped_1x1_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     # The classic delegate (and MediaPipe's build of it) with its OpenGL backend checked: the 1x1
     # shader takes a grouped 1x1 conv (gl.gl_conv_groups lets it initialize) and ignores the groups.
-    from gpulint.rules.checks.gl import conv1x1_refusal, grouped_conv_groups
+    from gpulint.rules.checks.gl import grouped_1x1_groups
 
     if sig.op != "CONV_2D" or "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
         return
     p = v.placed[sig.index]
     if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
         return
-    groups = grouped_conv_groups(sig)
-    w = sig.input(1)
-    if groups > 1 and w is not None and w.is_const and conv1x1_refusal(sig) is None:
+    if (groups := grouped_1x1_groups(sig)) and (w := sig.input(1)) is not None:
         yield Hit({"op": sig.op, "index": sig.index, "groups": groups, "tensor": w.name}, sig.index, sig.op)
