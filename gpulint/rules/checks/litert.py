@@ -450,20 +450,6 @@ def md_embedding_lookup(sig: OpSignature) -> str | None:
     return None
 
 
-def _extract_bhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """ML Drift's ExtractTensorShape (ml_drift_delegate/tflite/model_builder_helper.cc 115-124)."""
-    d = list(shape)
-    if not d:
-        return (1, 1, 1, 1)
-    if len(d) == 1:
-        return (d[0], 1, 1, 1)
-    if len(d) == 2:
-        return (d[0], 1, 1, d[1])
-    if len(d) == 3:
-        return (d[0], 1, d[1], d[2])
-    return (d[0], d[1], d[2], d[3])
-
-
 @check
 def md_drq_fully_connected_batch(sig: OpSignature, min_rows: int = 2) -> str | None:
     """A dynamic-range quantized FULLY_CONNECTED (a runtime float input of batch 1, constant INT8
@@ -490,9 +476,11 @@ def md_drq_fully_connected_batch(sig: OpSignature, min_rows: int = 2) -> str | N
         return None
     if not w.is_const or w.dtype != "INT8" or w.quant is None or not w.quant.scale or w.rank != 2:
         return None
-    b, h, wd, _ = _extract_bhwc(x.shape)
+    if x.rank > 4 or out.rank > 4:
+        return None
+    b, h, wd, _ = x.bhwc  # ML Drift's ExtractTensorShape (ml_drift_delegate/tflite/model_builder_helper.cc 115-124)
     expected = (b, h, wd, w.shape[0])
-    got = _extract_bhwc(out.shape)
+    got = out.bhwc
     if got == expected or got[0] == 1 or b != 1 or h * wd < min_rows:
         return None
     return (
