@@ -6,7 +6,7 @@ name these under `init_checks:`, and a failure is an init failure (GPU201), not 
 from __future__ import annotations
 
 from gpulint.rules.checks.registry import check
-from gpulint.rules.signature import OpSignature
+from gpulint.rules.signature import OpSignature, TensorSpec
 
 
 @check
@@ -176,6 +176,15 @@ def depthwise_runtime_multiplier(sig: OpSignature) -> str | None:
     )
 
 
+def const_operand(sig: OpSignature) -> TensorSpec | None:
+    """The constant operand of a binary op with one runtime input and one constant of more than one
+    element: what ParseInputsWithConstTensorImpl reads as a tensor, not a scalar (builder 119-187)."""
+    rt, const = sig.runtime_inputs, sig.const_inputs
+    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
+        return None
+    return const[0]
+
+
 @check
 def const_operand_batch(sig: OpSignature) -> str | None:
     """ElementwiseOperationParser with one constant operand (builder 1161-1175 ->
@@ -183,10 +192,8 @@ def const_operand_batch(sig: OpSignature) -> str | None:
     per-channel vector is read as an HWC tensor, and a 4-D one whose batch is not 1 fails there
     (model_builder_helper.cc SetAllDimensions(HWC) 321-341). This is Parse, so every backend fails
     (the GL oracle prefixes the op's name, as BuildModel does for a Parse error)."""
-    rt, const = sig.runtime_inputs, sig.const_inputs
-    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
-        return None
-    return "Batch size is not equal to 1." if const[0].rank == 4 and const[0].shape[0] != 1 else None
+    const = const_operand(sig)
+    return "Batch size is not equal to 1." if const is not None and const.rank == 4 and const.shape[0] != 1 else None
 
 
 @check

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpulint.rules.checks.builder import const_operand
 from gpulint.rules.checks.registry import check, graph_check
-from gpulint.rules.signature import OpSignature, TensorSpec
+from gpulint.rules.signature import OpSignature
 from gpulint.text import clean
 
 
@@ -212,19 +213,11 @@ def gl_float_io(graph: Any, delegated: set[int]) -> tuple[int | None, str] | Non
     return None
 
 
-def _const_operand(sig: OpSignature) -> TensorSpec | None:
-    """The constant operand of a binary op with one runtime input and one constant of more than one element."""
-    rt, const = sig.runtime_inputs, sig.const_inputs
-    if len(rt) != 1 or len(const) != 1 or const[0].elements <= 1:
-        return None
-    return const[0]
-
-
 @check
 def gl_elementwise_const(sig: OpSignature) -> str | None:
     """gl/kernels/elementwise.cc 175-185: SUB, DIV, MAXIMUM, ... take a constant only as a scalar or a
     per-channel vector (builder ParseInputsWithConstTensorImpl: linear when every dim but the last is 1)."""
-    const = _const_operand(sig)
+    const = const_operand(sig)
     if const is None or all(d == 1 for d in const.shape[:-1]):
         return None
     return "Couldn't read scalar of const vector data from the attributes."
