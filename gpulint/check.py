@@ -64,6 +64,14 @@ def _path_matches(path: str, pattern: str, settings: Settings) -> bool:
     return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(p.name, pattern)
 
 
+def split_words(plan: SubgraphPlan) -> str:
+    """How many GPU partitions a subgraph splits into, said the one way the summary line and the
+    --max-partitions gate both say it: the runs of supported ops (what the gate counts), and how
+    many of them the delegate takes (the rest run on the CPU)."""
+    runs, taken = len(plan.gpu_partitions), len(plan.delegated_partitions)
+    return f"{runs} GPU partition{'s' * (runs != 1)} (runs of supported ops; the delegate takes {taken})"
+
+
 @dataclass
 class GateFailure:
     """One CI gate a model fails (`check --max-partitions`, `--fail-on-cpu-fallback`), and why."""
@@ -115,7 +123,7 @@ class Gates:
                 out.append(
                     GateFailure(
                         "max-partitions",
-                        f"subgraph {plan.subgraph} splits into {len(parts)} GPU partitions, more than "
+                        f"subgraph {plan.subgraph} splits into {split_words(plan)}, more than "
                         f"--max-partitions {self.max_partitions} (ops {ops})",
                         plan.subgraph,
                     )

@@ -93,7 +93,10 @@ def gate_failures(row: Row, max_partitions: int | None, cpu_fallback: bool) -> l
     for c in COLUMNS if row.error is None else ():
         cl = row.cells[c.id]
         if max_partitions is not None and cl.split > max_partitions:
-            message = f"a subgraph splits into {cl.split} GPU partitions, more than --max-partitions {max_partitions}"
+            message = (
+                f"a subgraph splits into {cl.split} GPU partitions (runs of supported ops), "
+                f"more than --max-partitions {max_partitions}"
+            )
             out.append({"column": c.id, "gate": "max-partitions", "message": message})
         if cpu_fallback and cl.outcome != "ready":
             on_cpu = cl.ops if cl.outcome in ("refused", "init-failure", "none") else cl.ops - cl.gpu_ops

@@ -128,7 +128,10 @@ def test_check_counts_the_partitions_that_run(tmp_path: Path) -> None:
     """The sample's 3 supported subsets: the delegate takes one (max 1); the others run on the CPU."""
     result = runner.invoke(app, ["check", str(sample_path(tmp_path))])
     assert "GPU601 [warning] subgraph 0 runs as 1 delegated GPU partition and 1 CPU partition with 2" in result.stdout
-    assert "3 of 8 ops on the GPU, 1 delegated / 1 CPU partitions, 2 transfers" in result.stdout
+    assert (
+        "3 of 8 ops on the GPU, 3 GPU partitions (runs of supported ops; the delegate takes 1), 1 CPU partition, 2 transfers"
+        in result.stdout
+    )
 
 
 def test_report_partition_numbers_do_not_wrap(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from gpulint import __version__
-from gpulint.check import FileResult, Gates
+from gpulint.check import FileResult, Gates, split_words
 from gpulint.output.rules import rule_markdown
 from gpulint.rules.engine import Finding
 from gpulint.rules.pack import Rule
@@ -61,7 +61,7 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
                 continue
             lines.append(
                 f"{r.path}: subgraph {plan.subgraph}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
-                f"{len(plan.delegated_partitions)} delegated / {plan.cpu_subsets} CPU partitions, "
+                f"{split_words(plan)}, {plan.cpu_subsets} CPU partition{'s' * (plan.cpu_subsets != 1)}, "
                 f"{len(plan.transfers)} transfers, {plan.gpu_mac_share:.0%} of MACs on the GPU"
             )
         differ = len({o["init"] for o in r.backends.values()}) > 1
