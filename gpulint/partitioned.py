@@ -203,13 +203,15 @@ def _cut(model: Model, ops: list[int], loose: list[int], kind: str) -> Part:
             members.add(i)
     order = sorted(members)
     produced = {t for i in order for t in sg.operators[i].outputs}
+    # What a part can be handed: a graph input or what another part makes. Any other tensor it
+    # reads (a constant, an empty one included, or one nothing writes) stays in the part as it is.
+    handed = set(sg.inputs) | {t for op in sg.operators for t in op.outputs}
     inputs: list[int] = []
     for i in order:
         for t in sg.operators[i].inputs:
-            tensor = sg.tensors[t] if t >= 0 else None
-            if tensor is None or t in produced or t in inputs or tensor.is_variable:
+            if t < 0 or t in produced or t in inputs or sg.tensors[t].is_variable:
                 continue
-            if model.tensor_data(tensor) is None:
+            if t in handed and not model.is_constant(sg.tensors[t]):
                 inputs.append(t)
     read_outside = {t for j, op in enumerate(sg.operators) if j not in members for t in op.inputs}
     outputs = [t for i in order for t in sg.operators[i].outputs if t in read_outside or t in sg.outputs]

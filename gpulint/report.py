@@ -76,7 +76,7 @@ def _graph(model: Model, result: FileResult, si: int) -> dict[str, Any]:
     # row with hundreds of boxes; they are left out of the drawing (the table view lists them).
     hidden: set[int] = set()
     for oi, op in enumerate(sg.operators):
-        runtime = [t for t in op.inputs if t >= 0 and not len(model.buffers[sg.tensors[t].buffer].data)]
+        runtime = [t for t in op.inputs if t >= 0 and not model.is_constant(sg.tensors[t])]
         if all(t in producer and producer[t] in hidden for t in runtime) and not set(op.outputs) & set(sg.outputs):
             hidden.add(oi)
     depth: dict[int, int] = {}

@@ -18,6 +18,7 @@ exit 2, before they start (`EXTRAS`).
 import functools
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -168,4 +169,16 @@ def main() -> None:
         if root not in EXECUTOR | RUNTIME:
             raise
         print(f"gpulint: error: {extra_message(named, [(EXECUTOR | RUNTIME)[root]])}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as e:  # a bug: still one line and exit 2, never a traceback or the FAIL code (1)
+        if os.environ.get("GPULINT_TRACEBACK"):
+            raise
+        from gpulint.text import clean  # the message may quote model text
+
+        where = f" in `gpulint {named}`" if named else ""
+        print(
+            f"gpulint: internal error{where}: {type(e).__name__}: {clean(str(e), 300)} (a bug in gpulint; "
+            "GPULINT_TRACEBACK=1 shows where)",
+            file=sys.stderr,
+        )
         sys.exit(2)

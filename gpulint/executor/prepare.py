@@ -147,7 +147,7 @@ def add_quant_adjustments(model: Model) -> None:
     runtime = {
         i
         for i, t in enumerate(sg.tensors)
-        if t.type in QUANT_RANGES and t.quantization and t.quantization.scale and not len(model.buffers[t.buffer].data)
+        if t.type in QUANT_RANGES and t.quantization and t.quantization.scale and not model.is_constant(t)
     }
     if not runtime or any(sg.tensors[i].quantization.per_channel for i in runtime):  # type: ignore[union-attr]
         return

@@ -149,7 +149,7 @@ class SubgraphBuilder:
             data = np.ascontiguousarray(arr).tobytes()
             tshape = list(shape) if shape is not None else list(arr.shape)
         q = quantization(quant, quant_dim)
-        return self.tensor(name, tshape, dtype, quant=q, buffer=self.mb.buffer(data), sparsity=sparsity)
+        return self.tensor(name, tshape, dtype, quant=q, buffer=self.mb.buffer(data, constant=True), sparsity=sparsity)
 
     def op(
         self,
@@ -213,8 +213,9 @@ class ModelBuilder:
         self.model.subgraphs.append(sg)
         return SubgraphBuilder(self, sg)
 
-    def buffer(self, data: bytes) -> int:
-        self.model.buffers.append(Buffer(data))
+    def buffer(self, data: bytes, constant: bool = False) -> int:
+        """A new buffer; `constant` keeps an empty one a (zero-element) constant, as converters write it."""
+        self.model.buffers.append(Buffer(data, empty_data=constant and not data))
         return len(self.model.buffers) - 1
 
     def metadata(self, name: str, data: bytes) -> None:

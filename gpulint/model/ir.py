@@ -250,6 +250,11 @@ class Buffer:
     """Bytes of a constant. Read from a file, a zero-copy view of its mmap."""
 
     data: bytes | memoryview = b""
+    # The file holds a data vector of length 0: a zero-element constant, as converters write the
+    # shape operand of a RESHAPE to a scalar. TFLite reads such a tensor as constant (kTfLiteMmapRo:
+    # interpreter_builder.cc ParseTensors takes any data vector, empty or not), where a buffer with
+    # no data vector leaves the tensor to the arena, like a computed one.
+    empty_data: bool = False
 
 
 @dataclass
@@ -310,16 +315,28 @@ class Model:
         self.operator_codes.append(wanted)
         return len(self.operator_codes) - 1
 
+    def is_constant(self, tensor: Tensor) -> bool:
+        """Whether the interpreter reads `tensor` as a constant: its buffer (not the sentinel 0)
+        has a data vector, possibly an empty one."""
+        if tensor.buffer <= 0 or tensor.buffer >= len(self.buffers):
+            return False
+        buf = self.buffers[tensor.buffer]
+        return len(buf.data) > 0 or buf.empty_data
+
     def tensor_data(self, tensor: Tensor) -> np.ndarray | None:
         """A constant tensor's values as a read-only numpy view, or None if it has no data.
 
-        Sparse tensors and types numpy cannot view (INT4, STRING, ...) come back as raw uint8.
+        A zero-element constant (an empty data vector) is an empty array of its shape. Sparse
+        tensors and types numpy cannot view (INT4, STRING, ...) come back as raw uint8.
         """
         import numpy as np
 
-        data = self.buffers[tensor.buffer].data if tensor.buffer < len(self.buffers) else b""
+        data = self.buffers[tensor.buffer].data if 0 <= tensor.buffer < len(self.buffers) else b""
         if not len(data):
-            return None
+            if not self.is_constant(tensor) or 0 not in tensor.shape:
+                return None
+            dtype = NUMPY_DTYPES.get(tensor.type) if isinstance(tensor.type, str) else None
+            return np.zeros([max(d, 0) for d in tensor.shape], dtype if dtype is not None else np.uint8)
         dtype = NUMPY_DTYPES.get(tensor.type) if isinstance(tensor.type, str) else None
         if dtype is None or tensor.sparsity is not None or len(data) % dtype.itemsize:
             return np.frombuffer(data, np.uint8)

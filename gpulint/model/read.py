@@ -309,8 +309,9 @@ class _Reader:
 
     def buffer(self, d: dict[str, Any]) -> Buffer:
         if d["offset"] > 1:  # data stored after the flatbuffer (files over 2 GiB), schema.fbs "offset"
-            return Buffer(self.span(d["offset"], d["size"], "buffer data"))
-        return Buffer(d["data"] if d["data"] is not None else b"")
+            return Buffer(self.span(d["offset"], d["size"], "buffer data"), empty_data=not d["size"])
+        data = d["data"]
+        return Buffer(b"", empty_data=True) if data is not None and not len(data) else Buffer(data or b"")
 
     def subgraph(self, d: dict[str, Any], index: int) -> Subgraph:
         sg = Subgraph(

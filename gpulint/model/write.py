@@ -212,7 +212,8 @@ class _Writer:
 
     def buffer(self, buf: Any) -> int:
         if not len(buf.data):
-            return self.table("Buffer", {})
+            # An empty data vector is kept: it makes the tensor a constant to the interpreter.
+            return self.table("Buffer", {"data": self.aligned_bytes(b"")} if buf.empty_data else {})
         if self.external:
             # offset 1 is the converter's placeholder; _place_external patches the real one.
             return self.table("Buffer", {"offset": 1, "size": len(buf.data)})

@@ -44,7 +44,7 @@ def const_value(model: Model, sg: Subgraph, t: int) -> np.ndarray | None:
 def add_const(model: Model, sg: Subgraph, name: str, value: np.ndarray, quant: Quantization | None = None) -> int:
     """A new constant tensor with its own buffer."""
     arr = np.asarray(value)  # not ascontiguousarray: it makes a scalar 1-D
-    model.buffers.append(Buffer(arr.tobytes()))
+    model.buffers.append(Buffer(arr.tobytes(), empty_data=arr.size == 0))
     sg.tensors.append(Tensor(name, list(arr.shape), DTYPES[arr.dtype], len(model.buffers) - 1, quant))
     return len(sg.tensors) - 1
 
@@ -52,7 +52,7 @@ def add_const(model: Model, sg: Subgraph, name: str, value: np.ndarray, quant: Q
 def set_const(model: Model, sg: Subgraph, t: int, value: np.ndarray) -> None:
     """Give tensor `t` new constant data in a buffer of its own (shared buffers stay intact)."""
     arr = np.asarray(value)  # tobytes() is C order; ascontiguousarray would make a scalar 1-D
-    model.buffers.append(Buffer(arr.tobytes()))
+    model.buffers.append(Buffer(arr.tobytes(), empty_data=arr.size == 0))
     tensor = sg.tensors[t]
     tensor.buffer = len(model.buffers) - 1
     tensor.shape = list(arr.shape)

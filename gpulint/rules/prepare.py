@@ -127,8 +127,10 @@ class _Prepared:
     def _operand(self, t: int, what: str) -> str:
         """Why operand `t` is not known at Prepare: who computes it."""
         p = self.graph.producer.get(t)
-        if p is None:
+        if p is None and t in self.graph.graph_inputs:
             return f"its {what} `{self._name(t)}` is a graph input"
+        if p is None:  # no op writes it and its buffer has no data vector: the arena's, not a constant
+            return f"its {what} `{self._name(t)}` has no data in the file and no op computes it"
         op = self.model.op_name(self.graph.subgraph.operators[p])
         return f"its {what} `{self._name(t)}` is computed at run time by {op} (op {p})"
 

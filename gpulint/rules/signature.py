@@ -1,6 +1,7 @@
 """What a check sees of an op: its signature, as the delegate's OpSignature has it, plus the graph.
 
-`TensorSpec.is_const` follows op_signature.cc (a buffer index other than 0 with data), and a
+`TensorSpec.is_const` follows op_signature.cc (a buffer index other than 0 with a data vector, an
+empty one included: a zero-element constant), and a
 "runtime" tensor is one that is neither constant nor omitted (-1), as compat's
 GetNumberOfRuntimeInputs counts them. One exception mirrors the delegate: the output of a
 DEQUANTIZE of a constant FLOAT16 tensor reads as a constant, because FP16GraphPartitionHelper
@@ -103,8 +104,7 @@ class Graph:
         return g
 
     def has_data(self, t: int) -> bool:
-        tensor = self.subgraph.tensors[t]
-        return tensor.buffer != 0 and len(self.model.buffers[tensor.buffer].data) > 0
+        return self.model.is_constant(self.subgraph.tensors[t])
 
     def is_const(self, t: int) -> bool:
         if self.has_data(t):

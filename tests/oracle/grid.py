@@ -544,4 +544,25 @@ def issue_38_graphs() -> list[Case]:
     # OpenGL's 1x1 shader takes a grouped 1x1 conv at stride 1 (and computes it wrong: GPU806)
     for kernel, stride in ((1, 1), (1, 2), (3, 1)):
         out.append(graph(f"CONV_2D-2-groups-{kernel}x{kernel}-stride{stride}", grouped_conv(kernel, stride)))
-    return out
+    return out + issue_47_graphs()
+
+
+def issue_47_graphs() -> list[Case]:
+    """A RESHAPE to a scalar whose shape operand is a zero-element INT32 tensor, as converters
+    write it (BirdNET, litert-torch's LLM exports): with an empty data vector the interpreter reads
+    it as a constant and the graph is not refused; with no data vector it is the arena's, the
+    RESHAPE's output shape is unknown at Prepare and the whole graph is refused."""
+    return [
+        graph(f"RESHAPE-scalar-shape-operand-{v}", scalar_reshape(v == "empty-vector"))
+        for v in ("empty-vector", "no-vector")
+    ]
+
+
+def scalar_reshape(vector: bool) -> Callable[[SubgraphBuilder], int]:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 8, 4])
+        shape = g.tensor("scalar_shape", [0], "INT32", buffer=g.mb.buffer(b"", constant=vector))
+        s = g.op("RESHAPE", [g.input("pos", [1]), shape], [], options=dict(new_shape=[]))
+        return g.op("RELU", [g.op("MUL", [x, s], [1, 8, 8, 4])], [1, 8, 8, 4])
+
+    return build
