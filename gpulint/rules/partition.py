@@ -17,12 +17,13 @@ split with the DEQUANTIZEs in the graph as CPU nodes, and leaves every DEQUANTIZ
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpulint.model.ir import NUMPY_DTYPES
 from gpulint.rules.placement import Placement
-from gpulint.rules.signature import Graph, OpSignature
+from gpulint.rules.signature import Graph, OpSignature, TensorSpec
 
 
 @dataclass
@@ -137,40 +138,58 @@ def split(
     return out
 
 
+# Estimates saturate here: an absurd shape (a fuzzed or hostile file: dims of 2**31 at rank 600)
+# would otherwise make an integer too large to print (Python's 4300-digit limit, which killed
+# `check --format json` and `report`) or slow to multiply. Real models are far below it.
+MAX_ESTIMATE = 10**18
+
+
+def capped_product(factors: Iterable[int]) -> int:
+    """The product of `factors` (a negative one counts as 0), saturating at MAX_ESTIMATE."""
+    n = 1
+    for f in factors:
+        n = min(n * max(f, 0), MAX_ESTIMATE)
+    return n
+
+
+def elements(t: TensorSpec) -> int:
+    """t.elements (a dim below 1 counts as 1), saturating at MAX_ESTIMATE."""
+    return capped_product(max(d, 1) for d in t.shape)
+
+
 def macs(sig: OpSignature) -> int:
-    """A rough multiply-accumulate count, to weigh partitions; 1 per output element otherwise."""
-    out = sum(t.elements for t in sig.outputs) if sig.outputs else 0
+    """A rough multiply-accumulate count, to weigh partitions; 1 per output element otherwise.
+    At most MAX_ESTIMATE."""
+    out = min(sum(elements(t) for t in sig.outputs), MAX_ESTIMATE)
     w = sig.input(1)
     x = sig.input(0)
     if sig.op == "CONV_2D" and w is not None and w.rank == 4:
-        return out * w.shape[1] * w.shape[2] * w.shape[3]
+        return capped_product((out, *w.shape[1:]))
     if sig.op == "DEPTHWISE_CONV_2D" and w is not None and w.rank == 4:
-        return out * w.shape[1] * w.shape[2]
+        return capped_product((out, w.shape[1], w.shape[2]))
     if sig.op == "FULLY_CONNECTED" and w is not None and w.rank == 2:
-        return out * w.shape[1]
+        return capped_product((out, w.shape[1]))
     if sig.op == "BATCH_MATMUL" and x is not None and x.rank >= 2:
         k = x.shape[-2] if sig.options.get("adj_x") else x.shape[-1]
-        return out * k
+        return capped_product((out, k))
     if sig.op in ("TRANSPOSE_CONV", "Convolution2DTransposeBias"):
         src = sig.input(2) if sig.op == "TRANSPOSE_CONV" else x
         weights = w if sig.op == "TRANSPOSE_CONV" else sig.input(1)
         if src is not None and weights is not None and weights.rank == 4:
-            return src.elements * weights.shape[0] * weights.shape[1] * weights.shape[2]
+            return capped_product((elements(src), *weights.shape[:3]))
     if sig.op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
-        window: int = sig.options.get("filter_height", 1) * sig.options.get("filter_width", 1)
-        return out * max(1, window)
+        window = capped_product((sig.options.get("filter_height", 1), sig.options.get("filter_width", 1)))
+        return capped_product((out, max(1, window)))
     if sig.op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "SOFTMAX") and x is not None:
-        return max(out, x.elements)
+        return max(out, elements(x))
     return out
 
 
 def _bytes(graph: Graph, t: int) -> int:
+    """A tensor's bytes, saturating at MAX_ESTIMATE."""
     tensor = graph.subgraph.tensors[t]
     dtype = NUMPY_DTYPES.get(tensor.type) if isinstance(tensor.type, str) else None
-    n = 1
-    for d in tensor.shape:
-        n *= max(d, 1)
-    return n * (dtype.itemsize if dtype is not None else 4)
+    return capped_product((*(max(d, 1) for d in tensor.shape), dtype.itemsize if dtype is not None else 4))
 
 
 def plan_subgraph(
@@ -208,7 +227,7 @@ def plan_subgraph(
     # What is shown and costed: the subsets of run-time ops (a folded DEQUANTIZE costs nothing at run time).
     for part in parts:
         part.ops = [n for n in part.ops if n not in folded]
-        part.macs = sum(cost[n] for n in part.ops)
+        part.macs = min(sum(cost[n] for n in part.ops), MAX_ESTIMATE)
     plan.partitions = [p for p in parts if p.ops]
     plan.delegated_nodes = taken
     plan.delegated = taken - folded
@@ -221,8 +240,8 @@ def plan_subgraph(
         return plan
     plan.cpu_ops = [n for n in nodes if n not in plan.delegated]
     plan.cpu_subsets = sum(p.kind == "cpu" for p in split(graph, nodes, plan.delegated)) if plan.delegated else 0
-    plan.total_macs = sum(cost[n] for n in nodes)
-    plan.gpu_macs = sum(cost[n] for n in plan.delegated)
+    plan.total_macs = min(sum(cost[n] for n in nodes), MAX_ESTIMATE)
+    plan.gpu_macs = min(sum(cost[n] for n in plan.delegated), MAX_ESTIMATE)
     plan.transfers = _transfers(graph, taken)
     refresh_verdict(plan, placed)
     return plan
