@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +34,7 @@ from gpulint.fanout import run_each
 
 if TYPE_CHECKING:
     from gpulint.cache import ResultCache
+    from gpulint.model import Model
     from gpulint.settings import Settings
     from gpulint.verify import Request, Tolerance, VerifyResult
 
@@ -73,7 +76,7 @@ def try_verify(req: Request, device_spec: str | None, cache: ResultCache | None 
         original = read(req.model_path)
         where = req.candidate_path or req.model_path
         candidate = read(where) if req.candidate_path is not None else original
-        with quiet_compiler():
+        with quiet_compiler(), signature_files(req, original, candidate) as (req, original, candidate):
             result = verify(req, original, candidate, device)
         if key is not None:
             cache.put(key, result)  # type: ignore[union-attr]
@@ -83,6 +86,28 @@ def try_verify(req: Request, device_spec: str | None, cache: ResultCache | None 
         if message is None:
             raise
         return Attempt(None, message, where)
+
+
+@contextmanager
+def signature_files(req: Request, original: Model, candidate: Model) -> Iterator[tuple[Request, Model, Model]]:
+    """With --signature: the request on copies of both models whose main subgraph is that
+    signature's (everything verify runs, the CPU reference too, runs subgraph 0), written to a
+    temporary folder for the interpreter. Without it, the request and models as they are."""
+    if req.signature is None:
+        yield req, original, candidate
+        return
+    from gpulint.model import write
+    from gpulint.model.signatures import as_main
+
+    with tempfile.TemporaryDirectory(prefix="gpulint-signature-") as tmp:
+        main_original = as_main(original, req.signature)
+        model_path = Path(tmp, "original.tflite")
+        write(main_original, model_path, allow_loss=True)
+        main_candidate, candidate_path = main_original, None
+        if req.candidate_path is not None:
+            main_candidate, candidate_path = as_main(candidate, req.signature), Path(tmp, "candidate.tflite")
+            write(main_candidate, candidate_path, allow_loss=True)
+        yield replace(req, model_path=model_path, candidate_path=candidate_path), main_original, main_candidate
 
 
 def verify_key(req: Request) -> dict[str, Any]:
@@ -101,6 +126,7 @@ def verify_key(req: Request) -> dict[str, Any]:
         "engine": req.engine,
         "tolerances": {k: [t.atol, t.rtol, t.source, t.statistic] for k, t in sorted(req.tolerances.items())},
         "bisect": req.bisect,
+        "signature": req.signature,
     }
 
 
@@ -185,6 +211,18 @@ def verify(
             "(with --engine all, a folder per engine)."
         ),
     ] = None,
+    signature: Annotated[
+        str | None,
+        typer.Option(help="Run this signature (an LLM's prefill_8 or decode); default: the main subgraph."),
+    ] = None,
+    generate: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="A decoder's generation: prefill a prompt, then N decode steps with the KV cache carried, on the "
+            "engine and the CPU side by side; per step the logits' error and whether the greedy tokens agree.",
+        ),
+    ] = None,
     jobs: common.Jobs = 1,
     ray: common.Ray = None,
     no_cache: common.NoCache = False,
@@ -218,6 +256,14 @@ def verify(
     given = [flag for flag, value in own.items() if value is not None]
     if given and (not one or ray is not None):
         stop(None, f"{given[0]} belongs to one model's files: give one model, without --ray")
+    if generate is not None:
+        mixed = [flag for flag, value in own.items() if value is not None and flag != "--candidate"]
+        if not one or ray is not None or mixed or bisect or signature is not None:
+            stop(
+                None,
+                "--generate runs one decoder's prefill and decode signatures: give one model, and none of "
+                "--signature, --bisect, --inputs, --reference, --save-reference, --export-repro, --ray",
+            )
     settings = common.resolve_settings(config=config, target=target, fail_with=stop)
     template = Request(
         model_path=Path(paths[0]),
@@ -233,8 +279,11 @@ def verify(
         save_reference=save_reference,
         reference=reference_file,
         export_repro=export_repro,
+        signature=signature,
     )
     engines = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
+    if generate is not None:
+        raise typer.Exit(run_generation(template, engines, device, generate, output_format is TextOrJson.json, stop))
     models = [p for p, err in found if err is None]
     units = [VerifyUnit(replace(template, model_path=Path(p)), engines, device, not no_cache) for p in models]
     with user_errors(None):  # --ray: a cluster that cannot be reached is one error
@@ -261,6 +310,29 @@ def verify(
             typer.echo(render_one(results))
         raise typer.Exit(EXIT_CODES[status])
     raise typer.Exit(_report_many(found, iter(done), output_format is TextOrJson.json))
+
+
+def run_generation(req: Request, engines: list[str], device: str | None, steps: int, as_json: bool, stop: Any) -> int:
+    """`verify --generate`: the generation on each engine; exit 0 PASS, 1 FAIL, 2 an engine that failed."""
+    from gpulint.executor import select_device
+    from gpulint.model import read
+    from gpulint.verify.generate import generate
+
+    done = []
+    with user_errors(req.model_path, also=(ValueError,), fail_with=stop):
+        original = read(req.model_path)
+        candidate = read(req.candidate_path) if req.candidate_path is not None else original
+        for name in engines:
+            dev = select_device(device) if name == "opencl" else None
+            with quiet_compiler():
+                done.append(generate(replace(req, engine=name), original, candidate, dev, steps))
+    if as_json:
+        body = done[0].to_json() if len(done) == 1 else {"engines": [g.to_json() for g in done]}
+        typer.echo(json.dumps(body, indent=2))
+    else:
+        typer.echo("\n\n".join(g.text() for g in done))
+    statuses = {g.status for g in done}
+    return EXIT_USAGE if "ERROR" in statuses else EXIT_FINDINGS if "FAIL" in statuses else EXIT_OK
 
 
 def render_one(results: list[VerifyResult]) -> str:

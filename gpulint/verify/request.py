@@ -28,3 +28,4 @@ class Request:
     save_reference: Path | None = None
     reference: Path | None = None
     export_repro: Path | None = None  # with bisect: the smallest failing sub-model, its inputs and CPU outputs
+    signature: str | None = None  # run this signature's subgraph (default: subgraph 0)
