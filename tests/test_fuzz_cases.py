@@ -8,9 +8,11 @@ template with `ValueError: Exceeds the limit (4300 digits) for integer string co
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
+from helpers import needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -73,3 +75,66 @@ def test_a_huge_delegated_conv_saturates_macs_and_transfer_bytes(tmp_path: Path)
     assert plan["transfers"] and all(t["bytes"] <= MAX_ESTIMATE for t in plan["transfers"])
     r = runner.invoke(app, ["report", str(path), "--no-fix", "-o", str(tmp_path / "r.html")])
     assert r.exit_code == 0, r.output
+
+
+@needs_opencl()
+def test_verify_at_fp16_of_constants_past_half_range_prints_no_numpy_warning(tmp_path: Path) -> None:
+    """A constant past half's largest value is inf in half storage, as on the GPU, and verify says
+    so in its verdict; numpy's 'overflow encountered in cast' on stderr made the one error line of
+    a fuzzed yolov8n-pose three lines (seed 1, case 36)."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 4])
+    y = g.op("ADD", [x, g.const("c", np.full((1, 4, 4, 4), 1e6, np.float32))], [1, 4, 4, 4])
+    w, b = g.const("w", np.full((4, 1, 1, 4), 1e6, np.float32)), g.const("b", np.zeros(4, np.float32))
+    g.output(g.op("CONV_2D", [y, w, b], [1, 4, 4, 4], options=dict(padding="SAME", stride_w=1, stride_h=1)))
+    path = tmp_path / "big_constants.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = runner.invoke(app, ["verify", str(path), "--no-cache", "--precision", "fp16"])
+    assert r.exit_code == 1, r.output  # FAIL: the executor's half storage overflows where the CPU does not
+    assert "overflowed" in r.stdout
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+
+
+def one_error_line(argv: list[str]) -> str:
+    """Run gpulint; it must exit 2 with one `gpulint: error:` line, which is returned."""
+    r = runner.invoke(app, argv)
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == 2, r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("gpulint: error: "), line
+    return line
+
+
+@needs_opencl()
+def test_an_intermediate_claiming_terabytes_is_refused_before_numpy_is_asked(tmp_path: Path) -> None:
+    """A fuzzed face_landmark (seed 1, case 76) had a conv output of 1.13 TiB: the executor asked
+    numpy for it (ArrayMemoryError). The buffer is checked against the device's largest first."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 4])
+    w, b = g.const("w", np.ones((4, 1, 1, 4), np.float32)), g.const("b", np.zeros(4, np.float32))
+    big = [1, 200_000, 200_000, 4]
+    y = g.op("CONV_2D", [x, w, b], big, options=dict(padding="SAME", stride_w=1, stride_h=1))
+    g.output(g.op("RELU", [y], [1, 4, 4, 4]))
+    path = tmp_path / "big_intermediate.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    for precision in ("fp32", "fp16"):
+        line = one_error_line(["verify", str(path), "--no-cache", "--precision", precision])
+        assert "more than the device's largest" in line
+    assert "more than the device's largest" in one_error_line(["bench", str(path), "--runs", "1", "--no-start"])
+
+
+@needs_opencl()
+def test_bench_of_an_input_claiming_terabytes_says_so(tmp_path: Path) -> None:
+    """bench drew random inputs of any claimed shape: 298 GiB asked of numpy (MemoryError)."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    big = [1, 100_000, 100_000, 4]
+    g.output(g.op("RELU", [g.input("x", big)], big))
+    path = tmp_path / "big_input.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    line = one_error_line(["bench", str(path), "--runs", "1", "--no-start"])
+    assert "input 'x' of shape [1, 100000, 100000, 4] needs more than" in line

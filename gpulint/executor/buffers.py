@@ -82,7 +82,8 @@ class Buffers:
 
     def upload(self, host: np.ndarray, writable: bool = True, dtype: Any = None) -> Any:
         cl = opencl()
-        data = np.ascontiguousarray(host, dtype=dtype or self.dtype)
+        with np.errstate(over="ignore"):  # a value past half's range is inf in half storage, as on the GPU
+            data = np.ascontiguousarray(host, dtype=dtype or self.dtype)
         access = cl.mem_flags.READ_WRITE if writable else cl.mem_flags.READ_ONLY
         try:
             return cl.Buffer(
@@ -96,9 +97,10 @@ class Buffers:
     def weights(self, host: np.ndarray | None = None, size: int = 0) -> Any:
         """A conv's weights (`host`), or `size` zeros a copy fills: float at either precision
         (WLOAD4 in the kernels), holding the values half storage would hold at fp16."""
-        values = np.zeros(size, np.float32) if host is None else np.asarray(host, np.float32)
+        values = self.host_zeros(size, np.float32) if host is None else np.asarray(host, np.float32)
         if self.dtype == np.float16:
-            values = values.astype(np.float16).astype(np.float32)
+            with np.errstate(over="ignore"):  # inf, as half storage holds it
+                values = values.astype(np.float16).astype(np.float32)
         return self.upload(values, writable=host is None, dtype=np.float32)
 
     def raw(self, nbytes: int) -> Any:
@@ -121,11 +123,26 @@ class Buffers:
             elif value is not None:
                 self.tensors[t] = self.upload(layout.to_slices(value, shape), writable=False)
             else:
-                self.tensors[t] = self.upload(np.zeros(layout.size(shape)))
+                self.tensors[t] = self.upload(self.host_zeros(layout.size(shape), self.dtype))
         return self.tensors[t]
 
     def scratch(self, shape: list[int]) -> Any:
-        return self.upload(np.zeros(layout.size(shape)))
+        return self.upload(self.host_zeros(layout.size(shape), self.dtype))
+
+    def host_zeros(self, n: int, dtype: Any) -> np.ndarray:
+        """`n` zeros to upload, once the buffer is known to fit: a damaged file's shape can claim
+        terabytes, which numpy would otherwise be asked for (a MemoryError, not a message)."""
+        nbytes = n * np.dtype(dtype).itemsize
+        largest = int(self.device.device.max_mem_alloc_size)
+        if nbytes > largest:
+            raise DeviceError(
+                f"{self.device.describe()}: a buffer of {nbytes:,} bytes is more than the device's largest "
+                f"({largest:,} bytes)"
+            )
+        try:
+            return np.zeros(n, dtype)
+        except MemoryError:
+            raise DeviceError(f"{self.device.describe()}: cannot allocate {nbytes:,} bytes on the host") from None
 
     def placeholder(self) -> Any:
         """Four zeros, read-only: what an unused kernel argument points at (never read), and what

@@ -10,6 +10,7 @@ import numpy as np
 
 from gpulint.model.ir import NUMPY_DTYPES, Model
 from gpulint.reference.errors import ReferenceError
+from gpulint.reference.interpreter import CHILD_MEMORY
 from gpulint.text import clean
 
 
@@ -25,7 +26,18 @@ def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") ->
         shape = [d if d > 0 else 1 for d in t.shape]
         dtype = NUMPY_DTYPES.get(t.type) if isinstance(t.type, str) else None
         if dtype is None:
-            raise ReferenceError(f"input {t.name!r} has type {t.type}, which gpulint cannot generate")
+            raise ReferenceError(f"input {clean(t.name)!r} has type {t.type}, which gpulint cannot generate")
+        # The interpreter's child could not hold a bigger input; an absurd shape (a damaged file)
+        # would otherwise ask numpy here for terabytes. The product saturates: a shape may have
+        # thousands of dims.
+        nbytes = dtype.itemsize
+        for d in shape:
+            nbytes = min(nbytes * d, CHILD_MEMORY + 1)
+        if nbytes > CHILD_MEMORY:
+            raise ReferenceError(
+                f"input {clean(t.name)!r} of shape {_shape_text(t.shape)} needs more than the "
+                f"{CHILD_MEMORY >> 20} MiB the LiteRT interpreter's process may use"
+            )
         if dtype.kind == "f":
             values = rng.standard_normal(shape) if distribution == "normal" else rng.uniform(-1, 1, shape)
             out.append(values.astype(dtype))
@@ -43,6 +55,13 @@ def random_inputs(model: Model, seed: int = 0, distribution: str = "uniform") ->
             r = integer_range(model, i)
             out.append(rng.integers(r.low, r.high + 1, shape).astype(dtype))
     return out
+
+
+def _shape_text(shape: list[int]) -> str:
+    """[1, 224, 224, 3]; a long shape cut short (a damaged file's may be thousands of dims long)."""
+    if len(shape) <= 8:
+        return str(list(shape))
+    return f"[{', '.join(map(str, shape[:8]))}, ...] (rank {len(shape)})"
 
 
 # -- integer inputs: the range the graph implies --------------------------------------------------
