@@ -69,6 +69,7 @@ oracle-webgpu:
 converters:
 	-@tests/converters/setup_yolo.sh .yolo-venv .converter-cache/yolo || true
 	-@tests/converters/setup_torch.sh .torch-venv .converter-cache/torch || true
+	-@tests/converters/setup_generative.sh .generative-venv .converter-cache/generative || true
 
 # Model Explorer with gpulint's extension, in a venv of its own (tests/test_explorer.py: the real
 # server on 127.0.0.1 and its UI in headless Chromium). Best effort: where it cannot be set up,
@@ -90,4 +91,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .converter-cache $(EXPLORER_VENV)
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .generative-venv .converter-cache $(EXPLORER_VENV)
