@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from gpulint.cache import ResultCache, file_digest
 from gpulint.model import Model, ModelError, read
+from gpulint.model.signatures import by_signature
 from gpulint.rules import pack
-from gpulint.rules.engine import Finding, Linter, LintResult
+from gpulint.rules.engine import Finding, Linter, LintResult, model_verdict
 from gpulint.rules.pack import SEVERITY_RANK
 from gpulint.rules.partition import SubgraphPlan
 from gpulint.rules.placement import Placement
@@ -163,6 +164,13 @@ class FileResult:
     reason: str = ""
     backends: dict[str, dict[str, str]] = field(default_factory=dict)
     gates: list[GateFailure] = field(default_factory=list)  # the CI gates it fails (Gates.check)
+    # Each signature's subgraphs: its own, then those its ops call (composite bodies, loop bodies).
+    signatures: dict[str, list[int]] = field(default_factory=dict)
+    signature: str | None = None  # check --signature: the one signature this result reports
+
+    def signature_of(self, subgraph: int) -> str | None:
+        """The signature whose own subgraph this is, if any (an LLM's prefill_8, decode)."""
+        return next((key for key, subgraphs in self.signatures.items() if subgraphs[0] == subgraph), None)
 
     def worst(self) -> int:
         return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)
@@ -263,7 +271,48 @@ def lint_model(model: Model, path: str, settings: Settings) -> FileResult:
     linter = Linter(target, settings.quantized, targets=targets, backends=backends)
     result: LintResult = linter.lint(model)
     return FileResult(
-        path, None, result.findings, result.ops, result.plans, result.verdict, result.reason, result.backends
+        path,
+        None,
+        result.findings,
+        result.ops,
+        result.plans,
+        result.verdict,
+        result.reason,
+        result.backends,
+        signatures=by_signature(model),
+    )
+
+
+# The verdicts that hold for every signature: the interpreter delegates every subgraph of the file,
+# and a refusal or an init failure in any of them leaves the whole model on the CPU
+# (Interpreter::ModifyGraphWithDelegate undoes the delegate on every subgraph).
+WHOLE_MODEL_VERDICTS = ("refused", "init-failure")
+
+
+def for_signature(result: FileResult, key: str) -> FileResult:
+    """`result` narrowed to signature `key`: its subgraphs' plans, ops and findings (and the
+    model-wide findings). Its verdict is theirs, but where the whole model is refused or fails to
+    initialize, since the runtime delegates every subgraph of the file at once."""
+    if result.error is not None:
+        return result
+    if key not in result.signatures:
+        there = ", ".join(repr(k) for k in result.signatures) or "none"
+        return FileResult(result.path, error=f"the model has no signature {key!r} (its signatures: {there})")
+    keep = set(result.signatures[key])
+    plans = [p for p in result.plans if p.subgraph in keep]
+    verdict, reason = result.verdict, result.reason
+    if verdict in WHOLE_MODEL_VERDICTS:
+        reason = f"the whole model, whose every subgraph the runtime delegates at once: {reason}"
+    else:
+        verdict, reason = model_verdict(plans)
+    return replace(
+        result,
+        findings=[f for f in result.findings if f.subgraph is None or f.subgraph in keep],
+        ops=[p for p in result.ops if p.subgraph in keep],
+        plans=plans,
+        verdict=verdict,
+        reason=reason,
+        signature=key,
     )
 
 

@@ -139,3 +139,40 @@ def test_a_zero_cache_and_positions_feed_prefill() -> None:
     feed = _feed(sig, [3, 4, 5, 6], [0, 1, 2, 3], None)
     assert feed["tokens"].tolist() == [[3, 4, 5, 6]] and feed["input_pos"].tolist() == [0, 1, 2, 3]
     assert feed["kv_cache_k_0"].shape == (1, 16, 8) and not np.any(feed["kv_cache_k_0"])
+
+
+def test_check_names_each_signature(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", str(saved(tmp_path)), "--format", "json"])
+    body = json.loads(result.stdout)["files"][0]
+    assert body["signatures"] == {"prefill_4": [0], "decode": [1]}
+    assert [p["signature"] for p in body["partitions"]] == ["prefill_4", "decode"]
+    text = runner.invoke(app, ["check", str(saved(tmp_path))]).stdout
+    assert "subgraph 0 (signature prefill_4): " in text and "subgraph 1 (signature decode): " in text
+
+
+def test_check_signature_reports_that_signature_only(tmp_path: Path) -> None:
+    path = saved(tmp_path)
+    whole = json.loads(runner.invoke(app, ["check", str(path), "--format", "json"]).stdout)["files"][0]
+    result = runner.invoke(app, ["check", str(path), "--signature", "decode", "--format", "json"])
+    body = json.loads(result.stdout)["files"][0]
+    assert body["signature"] == "decode"
+    assert [p["subgraph"] for p in body["partitions"]] == [1]
+    assert {f["subgraph"] for f in body["findings"]} <= {1, None}
+    assert 0 < len(body["findings"]) < len(whole["findings"])
+    # OpenGL fails to initialize on prefill's RESHAPE: the runtime delegates both signatures at once,
+    # so decode's verdict is the whole model's, and says so
+    assert body["verdict"] == whole["verdict"] == "init-failure"
+    assert body["reason"].startswith("the whole model, whose every subgraph the runtime delegates at once: ")
+
+
+def test_check_signature_on_the_opencl_backend_is_its_own_verdict(tmp_path: Path) -> None:
+    path = saved(tmp_path)
+    result = runner.invoke(app, ["check", str(path), "--backend", "opencl", "--signature", "decode"])
+    assert "verdict of signature decode: " in result.stdout, result.stdout
+    assert "subgraph 0" not in result.stdout
+
+
+def test_check_unknown_signature_is_an_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", str(saved(tmp_path)), "--signature", "nope"])
+    assert result.exit_code == 2
+    assert "the model has no signature 'nope' (its signatures: 'prefill_4', 'decode')" in result.stderr

@@ -52,6 +52,13 @@ def check(
             "the interpreter refuses, or a backend the delegate fails to initialize on).",
         ),
     ] = False,
+    signature: Annotated[
+        str | None,
+        typer.Option(
+            help="Report this signature only (an LLM's prefill_8 or decode, with the subgraphs it calls); "
+            "default: every subgraph, each signature's named."
+        ),
+    ] = None,
     statistics: Annotated[bool, typer.Option(help="Count findings per rule.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per finding, not per op type.")] = False,
     jobs: common.Jobs = 1,
@@ -119,7 +126,7 @@ def check(
         matrix=matrix,
     )
     from gpulint.cache import ResultCache
-    from gpulint.check import Gates, check_all, discover
+    from gpulint.check import Gates, check_all, discover, for_signature
     from gpulint.output.check import render_github, render_json, render_sarif, render_statistics, render_text
     from gpulint.rules.pack import SEVERITY_RANK, builtin_rules
 
@@ -128,6 +135,8 @@ def check(
     if run_litert_gpu and not matrix:
         fail(None, "--run-litert-gpu runs the --matrix's LiteRT GPU accelerator column: give --matrix too")
     if matrix:
+        if signature is not None:
+            fail(None, "--signature narrows check's report of each model: not with --matrix")
         if ray is not None:
             fail(None, "--matrix runs in this process: --ray is for check, verify and report")
         if output_format not in (Format.text, Format.json):
@@ -145,6 +154,8 @@ def check(
         else:
             results = check_all(paths, settings, jobs, cache=cache, ray=ray, values=values)
 
+    if signature is not None:
+        results = [for_signature(r, signature) for r in results]
     for r in results:
         r.gates = gates.check(r)
         if r.error is not None:

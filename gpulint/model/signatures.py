@@ -7,6 +7,9 @@ signature defs) follows the move."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from gpulint.model.ir import Model, Options, clone
 from gpulint.model.read import ModelError
 
@@ -48,12 +51,45 @@ def as_main(model: Model, key: str) -> Model:
     return out
 
 
-def _renumber(opts: Options | None, new_index: dict[int, int]) -> None:
-    if opts is None:
-        return
-    for name, value in opts.values.items():
-        if name.endswith("subgraph_index") or name == "subgraph":
-            if isinstance(value, int):
-                opts.values[name] = new_index.get(value, value)
+def subgraphs_of(model: Model, key: str) -> list[int]:
+    """Signature `key`'s subgraph, then every subgraph its ops call, directly or through others."""
+    first = subgraph_of(model, key)
+    out, todo = [first], [first]
+    while todo:
+        for op in model.subgraphs[todo.pop()].operators:
+            for called in _called(op.builtin_options) + _called(op.builtin_options_2):
+                if 0 <= called < len(model.subgraphs) and called not in out:
+                    out.append(called)
+                    todo.append(called)
+    return out
+
+
+def by_signature(model: Model) -> dict[str, list[int]]:
+    """Each signature's subgraphs (subgraphs_of), in file order; a signature naming no subgraph of
+    the model is left out (the interpreter rejects such a file before any delegate sees it)."""
+    out = {}
+    for key in keys(model):
+        with contextlib.suppress(ModelError):
+            out[key] = subgraphs_of(model, key)
+    return out
+
+
+def _references(opts: Options | None) -> Iterator[tuple[str, int | list[int]]]:
+    """The options fields that name subgraphs, with their values (an index, or a list of them)."""
+    for name, value in (opts.values if opts is not None else {}).items():
+        if (name.endswith("subgraph_index") or name == "subgraph") and isinstance(value, int):
+            yield name, value
         elif name.endswith("subgraph_indices") and isinstance(value, list):
-            opts.values[name] = [new_index.get(v, v) if isinstance(v, int) else v for v in value]
+            yield name, [v for v in value if isinstance(v, int)]
+
+
+def _called(opts: Options | None) -> list[int]:
+    return [v for _, value in _references(opts) for v in (value if isinstance(value, list) else [value])]
+
+
+def _renumber(opts: Options | None, new_index: dict[int, int]) -> None:
+    for name, value in list(_references(opts)):
+        assert opts is not None
+        opts.values[name] = (
+            [new_index.get(v, v) for v in value] if isinstance(value, list) else new_index.get(value, value)
+        )

@@ -56,11 +56,13 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
         for plan in r.plans:
             if not plan.op_count:
                 continue
+            key = r.signature_of(plan.subgraph)
+            sg = f"subgraph {plan.subgraph}" + (f" (signature {clean(key, 80)})" if key is not None else "")
             if plan.verdict == "refused":
-                lines.append(f"{r.path}: subgraph {plan.subgraph}: none of {plan.op_count} ops on the GPU (refused)")
+                lines.append(f"{r.path}: {sg}: none of {plan.op_count} ops on the GPU (refused)")
                 continue
             lines.append(
-                f"{r.path}: subgraph {plan.subgraph}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
+                f"{r.path}: {sg}: {len(plan.delegated)} of {plan.op_count} ops on the GPU, "
                 f"{split_words(plan)}, {plan.cpu_subsets} CPU partition{'s' * (plan.cpu_subsets != 1)}, "
                 f"{len(plan.transfers)} transfers, {plan.gpu_mac_share:.0%} of MACs on the GPU"
             )
@@ -69,7 +71,8 @@ def render_text(results: list[FileResult], verbose: bool = False, statistics: bo
             lines.append(
                 f"{r.path}: {name}: {outcome['init']}" + (f" ({outcome['reason']})" if outcome["reason"] else "")
             )
-        lines.append(f"{r.path}: verdict: {r.verdict} ({r.reason})")
+        of = f" of signature {clean(r.signature, 80)}" if r.signature is not None else ""
+        lines.append(f"{r.path}: verdict{of}: {r.verdict} ({r.reason})")
         lines.extend(f"{r.path}: gate failed: {g.message}" for g in r.gates)
     if statistics:
         lines.append("")
@@ -112,7 +115,9 @@ def _file_json(r: FileResult) -> dict[str, Any]:
         "backends": r.backends,
         "findings": [{**f.to_json(), "tensors": [clean(t) for t in f.tensors]} for f in r.findings],
         "ops": [p.to_json() for p in r.ops],
-        "partitions": [p.to_json() for p in r.plans],
+        "partitions": [{**p.to_json(), "signature": r.signature_of(p.subgraph)} for p in r.plans],
+        "signatures": r.signatures,
+        "signature": r.signature,
         "gate_failures": [g.to_json() for g in r.gates],
     }
 
