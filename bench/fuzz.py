@@ -1,13 +1,37 @@
 """Fuzz gpulint with mutated corpus models: every command must succeed or fail cleanly.
 
-    .venv/bin/python bench/fuzz.py [--cases 300] [--seed 0] [--corpus ../shared/models]
+    .venv/bin/python bench/fuzz.py [--cases 300] [--seed 0] [--jobs 1] [--root DIR ...]
+                                   [--command NAME ...] [--case N] [--keep DIR]
 
-Each case mutates one corpus model's structure (tests/fuzzing.py: bit flips, u32 words set to
-extreme values, swapped offsets, truncation) and runs one of `inspect`, `check --format json`,
-`report --no-fix`, `fix --skip-proof` and `fix` (passes proven on the LiteRT interpreter) as
-its own process. A case passes when the process exits 0, 1 or 2, prints no traceback, prints
-exactly one `gpulint: error: ...` line when it exits 2, takes at most 10 s and stays under
-1 GiB of resident memory (children included).
+Seeds: every *.tflite under each root (default: ../shared/models, and .converter-cache, where
+`make converters` builds the torch, torch-half, yolo and generative corpora); a missing root is
+skipped with a note, a hidden folder (a corpus being built) is not read. A case draws a corpus
+(the root's first folder: mediapipe, tfconv, torch, yolo, ...) uniformly, then one of its models,
+so a corpus of many files does not crowd out the others; mutates the model's structure
+(tests/fuzzing.py: bit flips, u32 words set to extreme values, swapped offsets, truncation); and
+runs one command on it as a process of its own: `inspect`, `check --format json`,
+`report --no-fix`, `fix --skip-proof`, `fix` (passes proven on the LiteRT interpreter), `verify`
+on each engine present (the OpenCL executor and LiteRT's GPU accelerator, each at fp32 and fp16;
+an engine that cannot verify the sample model here is left out, with a note) and `bench`.
+Case N of seed S is the same on every run over the same seed files (a random.Random of its own),
+so `--case N` repeats one; `--keep DIR` keeps each bad case's mutated model.
+
+A case is bad when the command (tests/fuzzing.py `problem`)
+- prints a traceback (GPULINT_TRACEBACK=1 is set, so the CLI's catch-all shows a bug as one) or
+  an `internal error` line;
+- ends on a signal, or with an exit code outside 0/1/2 (0-3 for verify: 3 is CPU-ONLY);
+- exits 2 with anything but exactly one `gpulint: error: ...` line on stderr;
+- is still running at its time bound, where it is killed with its process group: 30 s plus 2 s
+  per MB of model for inspect, check and report; 120 s plus 10 s per MB for fix, verify and
+  bench, which run the model;
+- peaks above 2 GiB resident (it or any child it waited for), or leaves a process running.
+Every case runs under an RLIMIT_AS of 4 GiB per process (set on this runner, inherited). A
+limit of gpulint's own stopping a run (the LiteRT child's 1 GiB and time limit, the executor's
+check of a buffer against the device's largest) ends in its one clear line: a clean result.
+Where only the fuzzer's bound stops a run, it shows as a hang, a MemoryError traceback or a
+signal: bad.
+
+Measured: see the end of this docstring.
 """
 
 from __future__ import annotations
@@ -15,90 +39,145 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
+import resource
+import shutil
 import sys
 import tempfile
+import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fuzzing import mutate, structure_positions
+from fuzzing import find_seeds, mutate, problem, run_case, structure_positions, time_bound
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "models"
-COMMANDS = (
-    ["inspect"],
-    ["check", "--format", "json"],
-    ["report", "--no-fix", "-o", "{out}.html"],
-    ["fix", "--skip-proof", "--force", "-o", "{out}.tflite"],
-    ["fix", "--force", "-o", "{out}.tflite"],
-)
-TIME_LIMIT, MEMORY_LIMIT = 10.0, 1 << 30
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ROOTS = (REPO.parent / "shared" / "models", REPO / ".converter-cache")
+COMMANDS = {
+    "inspect": ["inspect"],
+    "check-json": ["check", "--format", "json"],
+    "report": ["report", "--no-fix", "-o", "{out}.html"],
+    "fix-skip-proof": ["fix", "--skip-proof", "--force", "-o", "{out}.tflite"],
+    "fix": ["fix", "--force", "-o", "{out}.tflite"],
+    "verify-opencl-fp32": ["verify", "--no-cache", "--engine", "opencl"],
+    "verify-opencl-fp16": ["verify", "--no-cache", "--engine", "opencl", "--precision", "fp16", "--format", "json"],
+    "verify-litert-gpu-fp32": ["verify", "--no-cache", "--engine", "litert-gpu", "--format", "json"],
+    "verify-litert-gpu-fp16": ["verify", "--no-cache", "--engine", "litert-gpu", "--precision", "fp16"],
+    "bench": ["bench", "--runs", "2", "--no-start", "--format", "json"],
+}
+ADDRESS_SPACE = 4 << 30
 
 
-def run_case(argv: list[str]) -> tuple[int, str, float, int]:
-    """(exit code, stderr, seconds, peak RSS bytes of the process and its waited-for children)."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except KeyboardInterrupt:
-            proc.kill()
-            raise
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    return proc.returncode, text, time.perf_counter() - start, usage.ru_maxrss * 1024
+def engine_missing(gpulint: str, command: list[str], sample: Path, env: dict[str, str]) -> str | None:
+    """None when this `verify` runs on the sample model here; else why not."""
+    out = run_case([gpulint, command[0], str(sample), *command[1:]], 600.0, env)
+    if out.rc in (0, 1, 3):
+        return None
+    return (out.stderr.strip().splitlines() or [f"exit {out.rc}"])[-1]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--jobs", type=int, default=1, help="cases at once")
+    ap.add_argument("--root", type=Path, action="append", help="seed folder (repeatable)")
+    ap.add_argument("--command", action="append", choices=sorted(COMMANDS), help="only these (repeatable)")
+    ap.add_argument("--case", type=int, help="run this one case")
+    ap.add_argument("--keep", type=Path, help="copy each bad case's mutated model here")
     args = ap.parse_args()
-    rng = random.Random(args.seed)
-    models = sorted(args.corpus.glob("*/*.tflite"))
-    seeds = {p: (p.read_bytes(), structure_positions(p.read_bytes())) for p in models}
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+    corpora = find_seeds(args.root or list(DEFAULT_ROOTS))
+    if not corpora:
+        sys.exit("no *.tflite seeds under the roots")
     gpulint = str(Path(sys.executable).with_name("gpulint"))
-    outcomes: Counter[str] = Counter()
-    worst_time, worst_mem, bad = 0.0, 0, []
-    with tempfile.TemporaryDirectory() as tmp:
-        for case in range(args.cases):
-            model = rng.choice(models)
+    tmp = Path(tempfile.mkdtemp(prefix="gpulint-fuzz-"))
+    # One cache for the run (kernels, shaders), as on a user's machine; verify keeps no results (--no-cache).
+    env = dict(os.environ, GPULINT_TRACEBACK="1", GPULINT_CACHE_DIR=str(tmp / "cache"))
+    commands = {k: v for k, v in COMMANDS.items() if not args.command or k in args.command}
+    sample = tmp / "sample.tflite"
+    _write_sample(sample)
+    for engine in ("opencl", "litert-gpu"):
+        names = [k for k in commands if k.startswith(f"verify-{engine}-")]
+        if names and (why := engine_missing(gpulint, COMMANDS[names[0]], sample, env)):
+            print(f"note: engine {engine} left out (it cannot verify the sample model here: {why})", file=sys.stderr)
+            for k in names:
+                del commands[k]
+    # The seeds are read now: a converter cache may be rebuilt (its folder renamed) while this runs.
+    files = {p: p.read_bytes() for ps in corpora.values() for p in ps}
+    print(f"seeds: {', '.join(f'{c} {len(ps)}' for c, ps in corpora.items())}; commands: {', '.join(commands)}")
+
+    seeds: dict[Path, tuple[bytes, list[int]]] = {}
+    lock = threading.Lock()
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    busy: dict[str, float] = defaultdict(float)
+    bad: list[str] = []
+    slowest: dict[str, float] = defaultdict(float)
+    worst_rss = 0
+    start = time.perf_counter()
+
+    def one(case: int) -> None:
+        nonlocal worst_rss
+        rng = random.Random(f"{args.seed}/{case}")
+        model = rng.choice(corpora[rng.choice(sorted(corpora))])
+        with lock:
+            if model not in seeds:
+                seeds[model] = (files[model], structure_positions(files[model]))
             data, positions = seeds[model]
-            mutated, what = mutate(data, positions, rng)
-            path = Path(tmp, f"case{case}.tflite")
-            path.write_bytes(mutated)
-            command = [a.format(out=Path(tmp, f"out{case}")) for a in rng.choice(COMMANDS)]
-            rc, err, seconds, rss = run_case([gpulint, command[0], str(path), *command[1:]])
-            worst_time, worst_mem = max(worst_time, seconds), max(worst_mem, rss)
-            lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("INFO:", "WARNING:"))]
-            problem = None
-            if "Traceback" in err:
-                problem = "traceback"
-            elif rc not in (0, 1, 2):
-                problem = f"exit code {rc}"
-            elif rc == 2 and (len(lines) != 1 or not lines[0].startswith("gpulint: error: ")):
-                problem = f"{len(lines)} stderr lines"
-            elif seconds > TIME_LIMIT:
-                problem = f"{seconds:.1f} s"
-            elif rss > MEMORY_LIMIT:
-                problem = f"{rss >> 20} MiB"
-            outcomes["bad" if problem else {0: "ok", 1: "findings", 2: "clean error"}[rc]] += 1
-            if problem:
-                bad.append(f"{model.name} [{what}] gpulint {' '.join(command)}: {problem}\n{err[-800:]}")
-                path.rename(Path(tmp).parent / f"gpulint-fuzz-{case}.tflite")
-            path.unlink(missing_ok=True)
-    print(
-        f"{args.cases} cases (seed {args.seed}): {dict(outcomes)}; slowest {worst_time:.2f} s, "
-        f"peak RSS {worst_mem >> 20} MiB"
-    )
-    for b in bad:
-        print("FAIL", b)
+        mutated, what = mutate(data, positions, rng)
+        name = rng.choice(sorted(commands))
+        path = tmp / f"case{case}.tflite"
+        path.write_bytes(mutated)
+        command = [a.format(out=tmp / f"out{case}") for a in commands[name]]
+        bound = time_bound(command[0], len(mutated))
+        out = run_case([gpulint, command[0], str(path), *command[1:]], bound, env)
+        why = problem(command[0], out, bound)
+        with lock:
+            worst_rss = max(worst_rss, out.rss)
+            busy[name] += out.seconds
+            slowest[name] = max(slowest[name], out.seconds)
+            counts[name]["bad" if why else {0: "ok", 1: "findings", 2: "clean error", 3: "cpu-only"}[out.rc]] += 1
+            if why:
+                kept = args.keep / f"fuzz-{args.seed}-{case}.tflite" if args.keep else path
+                bad.append(
+                    f"case {case} (seed {args.seed}): {model} [{what}]: {why}\n"
+                    f"  gpulint {command[0]} {kept} {' '.join(command[1:])}\n{out.stderr[-1500:]}"
+                )
+                print(f"BAD {bad[-1]}", flush=True)
+                if args.keep:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    kept.write_bytes(mutated)
+            done = sum(sum(c.values()) for c in counts.values())
+            if done % 100 == 0:
+                print(f"{done} cases, {len(bad)} bad, {time.perf_counter() - start:.0f} s", flush=True)
+        for p in [path, *tmp.glob(f"out{case}.*")]:
+            p.unlink(missing_ok=True)
+
+    cases = [args.case] if args.case is not None else list(range(args.cases))
+    with ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(one, cases))
+    wall = time.perf_counter() - start
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(cases)} cases (seed {args.seed}, {args.jobs} jobs) in {wall:.0f} s: {len(cases) / wall:.2f} cases/s")
+    for name in commands:
+        n = sum(counts[name].values())
+        if n:
+            rate = n / busy[name] if busy[name] else 0.0
+            print(
+                f"  {name:<24} {n:>6} cases, {rate:5.2f}/s in one process, slowest {slowest[name]:5.1f} s: "
+                f"{dict(counts[name])}"
+            )
+    print(f"bad: {len(bad)}; peak RSS {worst_rss >> 20} MiB")
     sys.exit(1 if bad else 0)
+
+
+def _write_sample(path: Path) -> None:
+    from gpulint.model import to_bytes
+    from gpulint.sample import sample_model
+
+    path.write_bytes(to_bytes(sample_model()))
 
 
 if __name__ == "__main__":

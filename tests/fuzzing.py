@@ -1,13 +1,25 @@
-"""Mutations of real models for the fuzz tests and bench/fuzz.py.
+"""Mutations of real models, and the judge of a command's run on one, for the fuzz tests and
+bench/fuzz.py.
 
 A mutation targets the file's structure rather than its weights (flipping a weight byte
-exercises nothing): positions are drawn outside the constant buffers' bytes.
+exercises nothing): positions are drawn outside the constant buffers' bytes. What makes a run
+bad is `problem`'s docstring (and bench/fuzz.py's).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,3 +60,105 @@ def mutate(data: bytes, positions: list[int], rng: random.Random) -> tuple[bytes
         return bytes(out), f"swap u32 at {p} and {q}"
     cut = rng.randrange(8, len(data))
     return bytes(out[:cut]), f"truncate to {cut} bytes"
+
+
+# -- seeds ------------------------------------------------------------------------------------------
+
+
+def find_seeds(roots: list[Path], max_bytes: int | None = None) -> dict[str, list[Path]]:
+    """Every *.tflite under the roots (at most `max_bytes` each), by corpus: the first folder under
+    its root (mediapipe, tfconv, torch, yolo, generative...). Hidden folders are left out (a
+    converter cache builds its next corpus in one), and so is a missing root, with a note."""
+    corpora: dict[str, list[Path]] = defaultdict(list)
+    for root in roots:
+        if not root.is_dir():
+            print(f"note: {root} is absent: no seeds from it", file=sys.stderr)
+            continue
+        for p in sorted(root.rglob("*.tflite")):
+            rel = p.relative_to(root).parts
+            if any(part.startswith(".") for part in rel) or (max_bytes and p.stat().st_size > max_bytes):
+                continue
+            corpora[rel[0] if len(rel) > 1 else root.name].append(p)
+    return dict(sorted(corpora.items()))
+
+
+# -- one command on one mutated model, in a process of its own --------------------------------------
+
+QUICK = ("inspect", "check", "report")  # commands that read the model and never run it
+RESIDENT = 2 << 30  # peak resident bytes of the command or any child it waited for
+
+
+def time_bound(command: str, size: int) -> float:
+    """Seconds `gpulint COMMAND` may take on a model of `size` bytes: generous, since only a hang
+    should reach it (the slowest clean cases of a 10,000-case run took a tenth of it)."""
+    if command in QUICK:
+        return 30.0 + 2.0 * size / 1e6
+    return 120.0 + 10.0 * size / 1e6
+
+
+@dataclass
+class Outcome:
+    rc: int
+    stderr: str
+    seconds: float
+    rss: int  # peak resident bytes
+    timed_out: bool
+    left_behind: bool  # a process of its group outlived it
+
+
+def run_case(argv: list[str], bound: float, env: dict[str, str] | None = None) -> Outcome:
+    """Run argv in a session of its own; at `bound` seconds SIGKILL its process group."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
+        fired = threading.Event()
+
+        def kill() -> None:
+            fired.set()
+            _kill_group(proc.pid)
+
+        timer = threading.Timer(bound, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        left = _kill_group(proc.pid)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    return Outcome(proc.returncode, text, time.perf_counter() - start, usage.ru_maxrss * 1024, fired.is_set(), left)
+
+
+def _kill_group(pgid: int) -> bool:
+    """SIGKILL process group `pgid` (a session run_case started); True if any of it was left."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def problem(command: str, out: Outcome, bound: float) -> str | None:
+    """Why a run of `gpulint COMMAND` is bad, or None: it ran past its bound, printed a traceback
+    or an internal-error line, ended on a signal or with an exit code outside 0/1/2 (0-3 for
+    verify: 3 is CPU-ONLY), exited 2 with anything but one `gpulint: error:` line, peaked above
+    RESIDENT, or left a process running."""
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip() and not ln.startswith(("INFO:", "WARNING:"))]
+    if out.timed_out:
+        return f"still running at its bound of {bound:.0f} s"
+    if "Traceback" in out.stderr:
+        return "traceback"
+    if "gpulint: internal error" in out.stderr:
+        return "internal error"
+    if out.rc < 0:
+        return f"signal {signal.Signals(-out.rc).name}"
+    if out.rc not in ((0, 1, 2, 3) if command == "verify" else (0, 1, 2)):
+        return f"exit code {out.rc}"
+    if out.rc == 2 and (len(lines) != 1 or not lines[0].startswith("gpulint: error: ")):
+        return f"exit 2 with {len(lines)} stderr lines"
+    if out.rss > RESIDENT:
+        return f"peak RSS {out.rss >> 20} MiB"
+    if out.left_behind:
+        return "left a process running"
+    return None
