@@ -33,7 +33,14 @@ def cache_dir() -> Path:
 
 
 def file_digest(path: str | os.PathLike[str]) -> str:
-    """sha256 of a file's bytes (OSError where it cannot be read)."""
+    """sha256 of a file's bytes (OSError where it cannot be read); of a model inside a LiteRT-LM
+    bundle (`BUNDLE#N`), the bundle's and the section's."""
+    if not os.path.exists(path):
+        from gpulint.model.litertlm import member
+
+        named = member(str(path))
+        if named is not None:
+            return f"{file_digest(named[0])}#{named[1]}"
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

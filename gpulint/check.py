@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpulint.cache import ResultCache, file_digest
-from gpulint.model import Model, ModelError, read
+from gpulint.model import Model, ModelError, litertlm, read
+from gpulint.model.litertlm import SUFFIX, is_bundle
 from gpulint.model.signatures import by_signature
 from gpulint.rules import pack
 from gpulint.rules.engine import Finding, Linter, LintResult, model_verdict
@@ -177,16 +178,33 @@ class FileResult:
 
 
 def discover(paths: list[str]) -> Iterator[tuple[str, str | None]]:
-    """(path, error) for every file named, and every *.tflite under every folder named."""
+    """(path, error) for every file named, and every *.tflite and *.litertlm under every folder
+    named; a LiteRT-LM bundle stands for each TFLite model inside it (`BUNDLE#N`)."""
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(str(f) for f in path.rglob("*.tflite") if f.is_file())
+            found = sorted(str(f) for f in path.rglob("*") if f.is_file() and f.suffix in (".tflite", SUFFIX))
             if not found:
-                yield p, "no .tflite files in this folder"
-            yield from ((f, None) for f in found)
+                yield p, "no .tflite or .litertlm files in this folder"
+            for f in found:
+                yield from _members(f)
         else:
-            yield p, None
+            yield from _members(p)
+
+
+def _members(path: str) -> Iterator[tuple[str, str | None]]:
+    """A bundle's TFLite models as `BUNDLE#N`, or an error; any other path as it is."""
+    if not (is_bundle(path) and Path(path).is_file()):
+        yield path, None
+        return
+    try:
+        found = litertlm.models(path)
+    except (ModelError, OSError) as e:
+        yield path, str(e) if isinstance(e, ModelError) else (e.strerror or str(e))
+        return
+    if not found:
+        yield path, "a LiteRT-LM bundle with no TFLite model in it"
+    yield from ((f"{path}#{s.index}", None) for s in found)
 
 
 def check_file(

@@ -42,10 +42,11 @@ if TYPE_CHECKING:
 class EngineChoice(StrEnum):
     opencl = "opencl"
     litert_gpu = "litert-gpu"
+    gl = "gl"
     all = "all"
 
 
-ENGINE_NAMES = ["opencl", "litert-gpu"]  # --engine all: each, in this order
+ENGINE_NAMES = ["opencl", "litert-gpu", "gl"]  # --engine all: each, in this order
 
 
 @dataclass
@@ -90,22 +91,31 @@ def try_verify(req: Request, device_spec: str | None, cache: ResultCache | None 
 
 @contextmanager
 def signature_files(req: Request, original: Model, candidate: Model) -> Iterator[tuple[Request, Model, Model]]:
-    """With --signature: the request on copies of both models whose main subgraph is that
-    signature's (everything verify runs, the CPU reference too, runs subgraph 0), written to a
-    temporary folder for the interpreter. Without it, the request and models as they are."""
-    if req.signature is None:
+    """The request on files the CPU interpreter can open, with the models it runs. With
+    --signature: copies of both models whose main subgraph is that signature's (everything verify
+    runs, the CPU reference too, runs subgraph 0). A model inside a LiteRT-LM bundle is written out
+    too. Otherwise the request and models as they are."""
+    from gpulint.model import litertlm
+
+    def bundled(path: Path | None) -> bool:
+        return path is not None and (litertlm.is_bundle(path) or litertlm.member(str(path)) is not None)
+
+    if req.signature is None and not bundled(req.model_path) and not bundled(req.candidate_path):
         yield req, original, candidate
         return
     from gpulint.model import write
     from gpulint.model.signatures import as_main
 
+    def main(model: Model) -> Model:
+        return as_main(model, req.signature) if req.signature is not None else model
+
     with tempfile.TemporaryDirectory(prefix="gpulint-signature-") as tmp:
-        main_original = as_main(original, req.signature)
+        main_original = main(original)
         model_path = Path(tmp, "original.tflite")
         write(main_original, model_path, allow_loss=True)
         main_candidate, candidate_path = main_original, None
         if req.candidate_path is not None:
-            main_candidate, candidate_path = as_main(candidate, req.signature), Path(tmp, "candidate.tflite")
+            main_candidate, candidate_path = main(candidate), Path(tmp, "candidate.tflite")
             write(main_candidate, candidate_path, allow_loss=True)
         yield replace(req, model_path=model_path, candidate_path=candidate_path), main_original, main_candidate
 
@@ -131,12 +141,18 @@ def verify_key(req: Request) -> dict[str, Any]:
 
 
 def device_key(engine: str, device: Any) -> dict[str, Any]:
-    """The device and driver a result was computed on: the OpenCL device, or for LiteRT's
-    accelerator its runtime's version and the Vulkan driver files it is told to use."""
+    """The device and driver a result was computed on: the OpenCL device, for LiteRT's
+    accelerator its runtime's version and the Vulkan driver files it is told to use, for the GL
+    delegate the Python that runs it (its wheel is pinned) and the GL it is told to use."""
     from gpulint.executor.device import host_cpu
 
     if device is not None:
         return {"name": device.name, "driver": device.driver, "llvm": device.llvm_target, "cpu": host_cpu()[0]}
+    if engine == "gl":
+        from gpulint.engines.gl import python
+
+        gl = {k: os.environ.get(k) for k in ("EGL_PLATFORM", "__EGL_VENDOR_LIBRARY_FILENAMES", "LP_NUM_THREADS")}
+        return {"engine": engine, "python": os.path.realpath(python()), "gl": gl, "cpu": host_cpu()[0]}
     from importlib import metadata
 
     try:
@@ -200,8 +216,8 @@ def verify(
         EngineChoice,
         typer.Option(
             help="What runs the GPU side: opencl (gpulint's executor emulating the classic delegate, any OpenCL "
-            "device), litert-gpu (LiteRT's real GPU accelerator, ML Drift on WebGPU: fp32 and fp16), all (both, "
-            "side by side)."
+            "device), litert-gpu (LiteRT's real GPU accelerator, ML Drift on WebGPU: fp32 and fp16), gl (the real "
+            "classic delegate's OpenGL backend, from gpulint[gl]: fp32 and fp16), all (each, side by side)."
         ),
     ] = EngineChoice.opencl,
     export_repro: Annotated[

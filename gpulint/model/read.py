@@ -45,11 +45,17 @@ class ModelError(Exception):
 
 
 def read(path: str | os.PathLike[str]) -> Model:
-    """Read a .tflite file. Raises ModelError with a one-line reason for anything malformed."""
+    """Read a .tflite file, or a TFLite model inside a LiteRT-LM bundle (`BUNDLE#N`, or the bundle
+    itself where it holds one). Raises ModelError with a one-line reason for anything malformed."""
+    from gpulint.model import litertlm  # it reads with this module's errors
+
     p = Path(path)
     try:
         st = p.stat()
     except FileNotFoundError:
+        named = litertlm.member(str(path))
+        if named is not None and Path(named[0]).is_file():
+            return read_buffer(litertlm.member_bytes(*named))
         raise ModelError("no such file") from None
     except OSError as e:
         raise ModelError(e.strerror or str(e)) from None
@@ -64,6 +70,12 @@ def read(path: str | os.PathLike[str]) -> Model:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise ModelError(e.strerror or str(e)) from None
+    if mm[:8] == litertlm.MAGIC:
+        found = litertlm.models(p)
+        if len(found) != 1:
+            there = ", ".join(f"{p}#{s.index}" for s in found) or "none"
+            raise ModelError(f"a LiteRT-LM bundle of {len(found)} TFLite models: name one (its models: {there})")
+        return read_buffer(litertlm.member_bytes(str(p), found[0].index))
     return read_buffer(mm)
 
 
