@@ -1,11 +1,13 @@
 # Two entry points for a fresh machine with Python 3.11 and make:
 #   make demo  - create .venv, install gpulint with its verify extra, run it on the built-in sample model
-#   make test  - create or reuse .venv with the dev extra, run the whole test suite (on every core)
+#   make test  - create or reuse .venv with the dev extra, run the whole test suite (on every core); the suite
+#                builds the docs strict and runs every console example of README.md and docs/ (tests/test_docs.py)
+#   make docs  - build the documentation site into site/ (MkDocs + Material, strict)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean pocl browser oracle oracle-webgpu converters explorer
+.PHONY: demo test docs lint bench clean pocl browser oracle oracle-webgpu converters explorer
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +32,12 @@ demo: $(VENV)/.installed
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 test: $(VENV)/.installed-dev pocl browser oracle oracle-webgpu converters explorer
 	$(BIN)/python -m pytest -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
+# The documentation site (mkdocs.yml; docs/hooks.py generates the rule pages and option tables at build
+# time). Strict: a broken link, a missing page or anchor fails the build. tests/test_docs.py builds it in
+# `make test` too, and checks every console example against what it prints.
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # A second OpenCL implementation beside the pip PoCL: Debian's PoCL (a newer LLVM), which the
 # default device choice prefers and `gpulint doctor` (tests/test_doctor.py) self-tests with the
@@ -79,8 +87,8 @@ explorer:
 	@tests/explorer/setup.sh $(EXPLORER_VENV) || true
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check gpulint tests bench
-	$(BIN)/ruff format --check gpulint tests bench
+	$(BIN)/ruff check gpulint tests bench docs/hooks.py docs/examples.py
+	$(BIN)/ruff format --check gpulint tests bench docs/hooks.py docs/examples.py
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed-dev
@@ -91,4 +99,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_executor.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .generative-venv .converter-cache $(EXPLORER_VENV)
+	rm -rf $(VENV) demo-out site .pytest_cache .mypy_cache .ruff_cache $(ORACLE_VENV) .oracle-cache .yolo-venv .torch-venv .generative-venv .converter-cache $(EXPLORER_VENV)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpulint.cli import common
-from gpulint.cli.common import EXIT_FINDINGS, fail, split_csv, user_errors
+from gpulint.cli.common import EXIT_FINDINGS, TextOrJson, fail, split_csv, user_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     import numpy as np
 
@@ -82,18 +82,25 @@ def fix(
     target: common.Target = None,
     rules: common.Rules = None,
     config: common.Config = None,
+    output_format: Annotated[
+        TextOrJson,
+        typer.Option("--format", help="Output format (json: docs/schemas/fix.json; not with --diff, --verify)."),
+    ] = TextOrJson.text,
 ) -> None:
     """Rewrite a model for the GPU delegate; every pass is proven on the LiteRT CPU interpreter.
 
     --diff, --html and --verify check the model with the rules --target (or gpulint.toml) sets."""
     from gpulint.fix import fix_model, select_passes, unsafe_candidates
     from gpulint.model import read
-    from gpulint.output.fix import render_fix, render_fix_diff
+    from gpulint.output.fix import render_fix, render_fix_diff, render_fix_json
     from gpulint.passes import PassOptions
     from gpulint.passes.static_shapes.pin import parse_input_shape
 
+    as_json = output_format is TextOrJson.json
     if output is None and not dry_run:
         fail(None, "give --output FILE (or --dry-run)")
+    if as_json and (diff or verify):
+        fail(None, "--format json does not take --diff or --verify (their output is text); leave them out")
     if output is not None and not dry_run:
         if output.exists() and not force:
             same = Path(path).exists() and output.resolve() == Path(path).resolve()
@@ -118,7 +125,7 @@ def fix(
     checked = _check_both(model, fixed, path, settings) if diff or html is not None else None
     changes = render_fix_diff(model, fixed, report, checked) if diff and checked is not None else None
     shown = render_fix(path, report, hidden, changes)
-    if shown:
+    if shown and not as_json:
         typer.echo(shown)
     if html is not None and checked is not None:
         from gpulint.model import to_bytes
@@ -130,8 +137,13 @@ def fix(
     if verify:
         _verify_fixed(path, fixed, settings)
     if dry_run or output is None:
+        if as_json:
+            typer.echo(render_fix_json(path, report, hidden, None, (0, 0)))
         return
-    _write_fixed(path, output, fixed, report.changed)
+    _write_fixed(path, output, fixed, report.changed, say=(lambda _: None) if as_json else typer.echo)
+    if as_json:
+        sizes = (os.path.getsize(path), os.path.getsize(output))
+        typer.echo(render_fix_json(path, report, hidden, str(output), sizes))
 
 
 def _load_inputs(path: Path, model: Model) -> list[np.ndarray]:
@@ -153,15 +165,16 @@ def _check_both(model: Model, fixed: Model, path: str, settings: Settings) -> tu
     return before, after
 
 
-def _write_fixed(path: str, output: Path, fixed: Model, changed: bool) -> None:
+def _write_fixed(path: str, output: Path, fixed: Model, changed: bool, say: Callable[[str], None] = typer.echo) -> None:
     """The fixed model to `output`; with nothing changed, the input's own bytes (never the input
-    itself rewritten). Bytes appended after the model (another tool's data) go along either way."""
+    itself rewritten). Bytes appended after the model (another tool's data) go along either way.
+    `say` prints what was done (nothing under --format json: the document says it)."""
     from gpulint.atomic import write_atomic
     from gpulint.model import LossyWriteError, write
     from gpulint.summary import appended_text, describe_appended
 
     if not changed and output.resolve() == Path(path).resolve():
-        typer.echo(f"{path}: left as it is")
+        say(f"{path}: left as it is")
         return
     with user_errors(output, also=(ValueError,)):
         try:
@@ -173,14 +186,14 @@ def _write_fixed(path: str, output: Path, fixed: Model, changed: bool) -> None:
             fail(path, common.user_error(e) or "")
     info = describe_appended(fixed.appended)
     if info:
-        typer.echo(f"{path}: kept the {appended_text(info)} appended after the model")
+        say(f"{path}: kept the {appended_text(info)} appended after the model")
     if not changed:
-        typer.echo(f"{path}: copied to {output} unchanged")
+        say(f"{path}: copied to {output} unchanged")
         return
     # The size, always: a pass may grow a model (folding sparse or fp16 weights into float ones)
     before, after = os.path.getsize(path), os.path.getsize(output)
     growth = f", {(after - before) / before:+.0%}" if before else ""
-    typer.echo(f"{path}: wrote {output} ({before:,} -> {after:,} bytes{growth})")
+    say(f"{path}: wrote {output} ({before:,} -> {after:,} bytes{growth})")
 
 
 def _chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:

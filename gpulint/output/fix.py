@@ -21,11 +21,7 @@ def render_fix(path: str, report: FixReport, unsafe: list[str], diff: str | None
     lines = [f"{path}: {a.name}: {clean(change, 400)}" for a in report.applied for change in a.changes]
     lines += [f"{path}: {clean(line, 400)}" for line in report.rejected]
     lines += [f"{path}: left alone by {clean(line, 400)}" for line in report.skipped]
-    from gpulint.passes import registry
-
-    passes = registry()
-    risky = [n for n in unsafe if n not in passes or not passes[n].safe]
-    opt_in = [n for n in unsafe if n not in risky]
+    risky, opt_in = _would_apply(unsafe)
     if risky:
         lines.append(f"{path}: {len(risky)} unsafe pass(es) would apply: {', '.join(risky)} (--unsafe-fixes)")
     if opt_in:
@@ -40,6 +36,40 @@ def render_fix(path: str, report: FixReport, unsafe: list[str], diff: str | None
         lines.append(f"{path}: nothing to change")
     lines += [f"{path}: keep in float: {clean(line, 800)}" for line in report.keep_float]
     return "\n".join(lines)
+
+
+def _would_apply(unsafe: list[str]) -> tuple[list[str], list[str]]:
+    """The passes that would change the fixed model: (unsafe ones, opt-in safe ones)."""
+    from gpulint.passes import registry
+
+    passes = registry()
+    risky = [n for n in unsafe if n not in passes or not passes[n].safe]
+    return risky, [n for n in unsafe if n not in risky]
+
+
+def render_fix_json(
+    path: str, report: FixReport, unsafe: list[str], written: str | None, sizes: tuple[int, int]
+) -> str:
+    """`gpulint fix --format json` (docs/schemas/fix.json): what the text says, as data. `written`: the
+    file written (None: --dry-run, or nothing to write); `sizes`: its bytes before and after."""
+    import json
+
+    risky, opt_in = _would_apply(unsafe)
+    doc = {
+        "model": path,
+        "output": written,
+        "changed": report.changed,
+        "applied": [{"pass": a.name, "changes": a.changes} for a in report.applied],
+        "rejected": report.rejected,
+        "skipped": report.skipped,
+        "would_apply": {"unsafe": risky, "opt_in": opt_in},
+        "proof": {"verified": report.verified, "max_abs_error": report.max_error if report.verified else None},
+        "ops": {"before": dict(report.ops_before), "after": dict(report.ops_after)},
+        "tensors": {"before": report.tensors_before, "after": report.tensors_after},
+        "bytes": {"before": sizes[0], "after": sizes[1]} if written else None,
+        "keep_float": report.keep_float,
+    }
+    return json.dumps(doc, indent=2)
 
 
 def render_fix_diff(before: Model, after: Model, report: FixReport, checked: tuple[FileResult, FileResult]) -> str:
