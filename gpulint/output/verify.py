@@ -94,6 +94,7 @@ def render_verify(result: VerifyResult) -> str:
 ENGINE_WORDS = {
     "opencl": "gpulint's OpenCL executor, computing as the classic delegate does",
     "litert-gpu": "LiteRT's GPU accelerator, ML Drift on WebGPU: the real runtime",
+    "gl": "the classic TFLite GPU delegate's OpenGL backend: the real runtime the opencl engine models",
 }
 
 

@@ -1,0 +1,241 @@
+"""The gl engine: the model run by the classic TFLite GPU delegate itself, `TfLiteGpuDelegate`
+(the OpenGL ES compute-shader backend), as statically linked into the mediapipe wheel
+(`pip install 'gpulint[gl]'`, pinned: gl_child.PIN). The GL is the machine's: a GPU driver's on a
+workstation, Mesa's llvmpipe on a machine without one. This is the real runtime; the opencl
+engine is gpulint's model of the same delegate.
+
+The delegate runs in a child process (gl_child.py) started with the Python that has the wheel:
+$GPULINT_GL_PYTHON, else this one. It drives the library through ctypes on non-exported symbols,
+so a crash there (one MediaPipe custom op segfaults it) ends one verification with a sentence,
+never gpulint. Precision: fp32 is the delegate's default (no precision loss); fp16 sets
+`precision_loss_allowed`, which stores tensors in half and lets shaders compute in mediump (half
+on a phone's GPU; llvmpipe computes mediump in float). It has no separate F32_F16 mode.
+
+What ran where is the delegate's own execution plan, read after ModifyGraphWithDelegate: the
+nodes its kernel replaced. The rest ran on the wheel's TFLite CPU kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpulint.cache import cache_dir
+from gpulint.engines.base import EngineError, EngineUnavailable, part_json, plan_parts
+from gpulint.engines.gl_child import PIN
+from gpulint.model.ir import Model
+from gpulint.text import clean
+
+NAME = "gl"
+PYTHON_ENV = "GPULINT_GL_PYTHON"  # the Python whose site-packages hold mediapipe==PIN
+EXTRA = f"pip install 'gpulint[gl]' (mediapipe=={PIN})"
+CHILD = Path(__file__).with_name("gl_child.py")  # run by path: the wheel's Python need not have gpulint
+# A step may take this long: the first run compiles every shader on llvmpipe (up to ~30 s a model
+# cold, seconds with a warm Mesa cache). A hang ends here.
+STEP_LIMIT = 300.0
+PRECISIONS = {"fp32": False, "fp16": True}  # gpulint's name -> precision_loss_allowed
+UNSUPPORTED = "Following operations are not supported by GPU delegate"
+REFUSAL = "Attempting to use a delegate that only supports static-sized tensors"
+CPU_WHERE = "TFLite CPU kernels (the mediapipe wheel's interpreter)"
+
+
+def python() -> str:
+    return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+class GlEngine:
+    """`GlEngine(model, path, precision, target).run(inputs)` -> the main subgraph's outputs."""
+
+    name = NAME
+
+    def __init__(self, model: Model, path: Path, precision: str, target: str) -> None:
+        if precision not in PRECISIONS:
+            raise EngineError(
+                f"the GL delegate has no {precision} mode: it computes in float by default (--precision fp32) "
+                "and stores in half with precision loss allowed (--precision fp16)"
+            )
+        self.model, self.precision, self.target = model, precision, target
+        self.warnings: list[str] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-gl-")
+        self._log_path = Path(self._tmp.name, "log.txt")
+        self._log = self._log_path.open("w+b")
+        env = dict(os.environ)
+        env.setdefault("EGL_PLATFORM", "surfaceless")  # no display needed
+        env.setdefault("MESA_SHADER_CACHE_DIR", str(cache_dir() / "mesa"))
+        env.pop("PYTHONPATH", None)  # the wheel's Python, with nothing of ours on its path
+        symbols = cache_dir() / "gl-symbols.json"
+        try:
+            self._proc = subprocess.Popen(
+                [python(), str(CHILD), str(path), "1" if PRECISIONS[precision] else "0", str(symbols)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                text=True,
+                env=env,
+            )
+        except OSError as e:
+            self._log.close()
+            self._tmp.cleanup()
+            raise EngineUnavailable(f"the gl engine cannot start {python()} ({e.strerror}): {EXTRA}") from None
+        self._runs = 0
+        try:
+            answer = self._answer("start")
+            if not answer.startswith("@@READY "):
+                raise self._failure(answer)
+            self.ready = json.loads(answer.removeprefix("@@READY "))
+            self._placement()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self) -> str:
+        return self._log_path.read_bytes().decode(errors="replace")
+
+    def info(self) -> dict[str, str]:
+        renderer = self.ready.get("renderer") or "OpenGL ES (no context: the delegate took no op)"
+        mode = "precision loss allowed" if PRECISIONS[self.precision] else "its default, no precision loss"
+        return {
+            "name": clean(renderer, 200) or "?",
+            "driver": clean(self.ready.get("version") or "OpenGL ES through EGL", 200) or "?",
+            "why": f"the classic TFLite GPU delegate's OpenGL backend (mediapipe {PIN} wheel), {mode}",
+        }
+
+    def _placement(self) -> None:
+        total = len(self.model.subgraphs[0].operators)
+        taken = sorted(int(i) for i in self.ready["delegated"] if 0 <= int(i) < total)
+        self.gpu_ops = set(taken)
+        where = f"GL delegate: {self.info()['name']}"
+        self.parts = [
+            part_json(self.model, kind, ops, where if kind == "gpu" else CPU_WHERE) for kind, ops in _runs(taken, total)
+        ]
+        log, status = self.log(), self.ready["modify_status"]
+        said = _said(log)
+        if status != "kTfLiteOk":
+            what = (
+                "the interpreter refused the delegate for the whole graph (a dynamic-sized tensor)"
+                if REFUSAL in log
+                else f"the delegate failed to initialize ({status}{': ' + said if said else ''})"
+            )
+            self.warnings.append(f"{what}: every op ran on the CPU")
+            return
+        _, plan_gpu = plan_parts(self.model, self.target)
+        if set(plan_gpu) != self.gpu_ops:
+            refused = _unsupported(log)
+            why = f" (it refused: {'; '.join(refused)})" if refused else ""
+            self.warnings.append(
+                f"the delegate took {len(taken)} of {total} ops where `gpulint check --target {self.target}` "
+                f"plans {len(plan_gpu)}: its execution plan is right about this run{why}"
+            )
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        src, dst = Path(self._tmp.name, f"in{self._runs}.npz"), Path(self._tmp.name, f"out{self._runs}.npz")
+        self._runs += 1
+        np.savez(src, *[np.ascontiguousarray(x) for x in inputs])
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(f"{src} {dst}\n")
+            self._proc.stdin.flush()
+        except OSError:
+            pass  # the child is gone: _answer says how
+        answer = self._answer("run")
+        if answer != "@@DONE":
+            raise self._failure(answer)
+        with np.load(dst) as z:
+            return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+    def _answer(self, step: str) -> str:
+        """The child's next protocol line, or "" at its end (a crash); a hang past STEP_LIMIT kills it."""
+        assert self._proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self._proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + STEP_LIMIT
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._proc.kill()
+                raise EngineError(f"the GL delegate did not finish its {step} within {STEP_LIMIT:.0f} s")
+            if sel.select(timeout=min(left, 5.0)):
+                line = self._proc.stdout.readline()
+                if line.startswith("@@") or not line:
+                    return line.rstrip("\n")
+
+    def _failure(self, answer: str) -> Exception:
+        """The sentence for a child that answered an error, or ended."""
+        if answer.startswith("@@MISSING "):
+            return EngineUnavailable(f"the gl engine needs mediapipe=={PIN}: {answer.removeprefix('@@MISSING ')}; "
+                                     f"{EXTRA}, or set {PYTHON_ENV} to a Python that has it")  # fmt: skip
+        if answer.startswith("@@ERROR "):
+            said = _said(self.log())
+            words = clean(answer.removeprefix("@@ERROR "), 600) or "no message"
+            return EngineError(f"the GL delegate failed: {words}" + (f" ({said})" if said else ""))
+        code = self._proc.wait()
+        said = _said(self.log())
+        if code < 0:
+            return EngineError(
+                f"the GL delegate crashed ({signal.Signals(-code).name})" + (f": {said}" if said else "")
+            )
+        if code > 0 and "Traceback" in self.log():  # the Python itself could not run the child (no numpy)
+            last = self.log().strip().splitlines()[-1:]
+            return EngineUnavailable(f"the gl engine's Python {python()} failed: {clean(' '.join(last), 300)}; {EXTRA}")
+        return EngineError(f"the GL delegate ended (exit {code}): {said or 'no message'}")
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        self._log.close()
+        self._tmp.cleanup()
+
+
+def _runs(taken: list[int], total: int) -> list[tuple[str, list[int]]]:
+    """The ops in order, cut where they change side: [("gpu", [0, 1]), ("cpu", [2]), ...]."""
+    out: list[tuple[str, list[int]]] = []
+    on = set(taken)
+    for i in range(total):
+        kind = "gpu" if i in on else "cpu"
+        if out and out[-1][0] == kind:
+            out[-1][1].append(i)
+        else:
+            out.append((kind, [i]))
+    return out
+
+
+def _unsupported(log: str) -> list[str]:
+    """ "OP: reason" lines of the delegate's unsupported-op list."""
+    lines = log.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if UNSUPPORTED in line:
+            for nxt in lines[i + 1 :]:
+                if re.match(
+                    r"^\s*(\d+ operations will run|No operations will run)|^(INFO|ERROR|WARNING|VERBOSE): ", nxt
+                ):
+                    break
+                if nxt.strip():
+                    out.append(clean(nxt.strip(), 300) or "?")
+    return list(dict.fromkeys(out))
+
+
+def _said(log: str) -> str:
+    """The delegate's last error line, in its own words."""
+    for line in reversed(log.splitlines()):
+        if line.startswith("ERROR: ") and UNSUPPORTED not in line:
+            return clean(line.removeprefix("ERROR: "), 300) or ""
+    return ""
