@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from litert_backends import CASES, D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
-from oracle.grid import cases, depthwise, graph, pack_twice, same_twice
+from oracle.grid import cases, composite, depthwise, graph, pack_twice, same_twice
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
@@ -254,6 +254,10 @@ DEATHS = [
     graph("DEPTHWISE_CONV_2D-multiplier2-input-weights", depthwise(2, "input")),
     graph("BATCH_MATMUL-same-tensor-twice", same_twice("BATCH_MATMUL")),
     graph("PACK-same-tensor-twice-[1,8,4]-axis1", pack_twice((1, 8, 4), 1)),
+    graph("STABLEHLO_COMPOSITE-odml.rms_norm-rc", composite("odml.rms_norm", "rc", True)),
+    graph("STABLEHLO_COMPOSITE-odml.group_norm-rcc", composite("odml.group_norm", "rcc", True)),
+    graph("STABLEHLO_COMPOSITE-odml.sdpa-rrrr", composite("odml.scaled_dot_product_attention", "rrrr", False)),
+    graph("STABLEHLO_COMPOSITE-odml.sdpa-rrr", composite("odml.scaled_dot_product_attention", "rrr", False)),
 ]
 
 

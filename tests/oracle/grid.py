@@ -18,6 +18,7 @@ from flatbuffers import flexbuffers
 
 from gpulint.model import Model
 from gpulint.model.build import ModelBuilder, SubgraphBuilder
+from gpulint.model.ir import Operator, Options
 
 NP = {"FLOAT32": np.float32, "FLOAT16": np.float16, "INT32": np.int32, "BOOL": np.bool_, "INT64": np.int64}
 SHORT = {"FLOAT32": "f32", "FLOAT16": "f16", "INT32": "i32", "BOOL": "bool", "INT64": "i64"}
@@ -552,10 +553,55 @@ def issue_47_graphs() -> list[Case]:
     write it (BirdNET, litert-torch's LLM exports): with an empty data vector the interpreter reads
     it as a constant and the graph is not refused; with no data vector it is the arena's, the
     RESHAPE's output shape is unknown at Prepare and the whole graph is refused."""
-    return [
+    out = [
         graph(f"RESHAPE-scalar-shape-operand-{v}", scalar_reshape(v == "empty-vector"))
         for v in ("empty-vector", "no-vector")
     ]
+    # STABLEHLO_COMPOSITE: the classic delegate takes none; the accelerator refuses these by name or
+    # operand (the ones it takes kill it: test_oracle_litert's deaths)
+    for name, kinds, eps in (
+        ("odml.foo", "rc", True),
+        ("odml.l2_norm", "r", True),
+        ("odml.rms_norm", "rr", True),
+        ("odml.group_norm", "rcc", False),
+    ):
+        out.append(graph(f"STABLEHLO_COMPOSITE-{name}-{kinds}-eps{int(eps)}", composite(name, kinds, eps)))
+    return out
+
+
+COMPOSITE_SHAPES = {
+    "odml.scaled_dot_product_attention": [(1, 8, 3, 16), (1, 16, 3, 16), (1, 16, 3, 16), (1, 1, 8, 16)],
+    "odml.group_norm": [(1, 8, 8, 16), (16,), (16,)],
+}
+
+
+def composite(name: str, kinds: str, epsilon: bool) -> Callable[[SubgraphBuilder], int]:
+    """One STABLEHLO_COMPOSITE `name` over operands of `kinds` (r runtime, c constant), its
+    decomposition (a subgraph of its own) a MUL of its first operand by 1, and an epsilon attribute
+    or none."""
+
+    def build(g: SubgraphBuilder) -> int:
+        shapes = COMPOSITE_SHAPES.get(name, [(1, 8, 16), (16,), (16,)])[: len(kinds)]
+        ins = [
+            g.const(f"c{i}", np.ones(s, np.float32)) if k == "c" else g.input(f"x{i}", list(s))
+            for i, (s, k) in enumerate(zip(shapes, kinds, strict=True))
+        ]
+        out = g.tensor("y", list(shapes[0]))
+        body = g.mb.subgraph(f"{name}.impl")
+        args = [body.input(f"a{i}", list(s)) for i, s in enumerate(shapes)]
+        body.output(body.op("MUL", [args[0], body.const("one", np.array(1.0, np.float32))], list(shapes[0])))
+        attributes = list(flexbuffers.Dumps({"epsilon": 1e-6})) if epsilon else []
+        options = Options.of(
+            "StableHLOCompositeOptions",
+            name=name,
+            decomposition_subgraph_index=len(g.mb.model.subgraphs) - 1,
+            composite_attributes=attributes,
+        )
+        opcode = g.mb.model.opcode_index("STABLEHLO_COMPOSITE")
+        g.sg.operators.append(Operator(opcode, ins, [out], builtin_options_2=options))
+        return out
+
+    return build
 
 
 def scalar_reshape(vector: bool) -> Callable[[SubgraphBuilder], int]:

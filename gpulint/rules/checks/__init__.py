@@ -13,6 +13,7 @@ compat.py: the classic delegate's compatibility checks on operand counts, option
 compat_ops.py: the classic delegate's compatibility checks of one op family
 builder.py: what the classic delegate's builder refuses when it builds the graph (init failures)
 litert.py: LiteRT's GPU accelerator (ML Drift) parsers' IsSupported
+composite.py: the accelerator and STABLEHLO_COMPOSITE (odml.* ops taken whole, and its death on them)
 gl.py: the OpenGL ES backend's kernels, per op and over the delegated partition
 apple.py: the Core ML and Metal delegates
 mediapipe.py: MediaPipe's custom GPU ops once the delegate took them (its V2-to-V1 transformations, kernels)
@@ -20,7 +21,7 @@ mediapipe.py: MediaPipe's custom GPU ops once the delegate took them (its V2-to-
 Importing this package registers every check.
 """
 
-from gpulint.rules.checks import apple, builder, compat, compat_ops, gl, litert, mediapipe  # noqa: F401  (registers their checks)
+from gpulint.rules.checks import apple, builder, compat, compat_ops, composite, gl, litert, mediapipe  # noqa: F401  (registers their checks)
 from gpulint.rules.checks.registry import CHECKS, GRAPH_CHECKS, Check, GraphCheck, check, graph_check, run
 
 __all__ = ["CHECKS", "GRAPH_CHECKS", "Check", "GraphCheck", "check", "graph_check", "run"]
