@@ -723,3 +723,16 @@ def test_gpu701_gpu702_gpu703_half_precision_numerics() -> None:
         "`RSQRT` of `v`, a `SUM` of squares plus eps 1e-12 (0 in half): a near-constant row's variance is 0 in "
         f"half and RSQRT gives Inf (then NaN), {f16}"
     ]
+
+
+def test_gpu807_gl_constant_broadcast() -> None:
+    # Both sides of the condition, and the GL delegate itself, are in tests/test_gl_broadcast.py.
+    def build(g: SubgraphBuilder) -> int:
+        return g.op("ADD", [g.input("x", [1, 1]), g.const("c", np.zeros(48, np.float32))], [1, 48])
+
+    assert messages(lint(single(build)), "GPU807") == [
+        "`ADD` (op 0) broadcasts the runtime FLOAT32[1,1] along C with the constant FLOAT32[48] to FLOAT32[1,48]: the "
+        "OpenGL ES backend (devices without OpenCL) reads the runtime operand only within its own shape, so every "
+        "output past it is wrong"
+    ]
+    assert messages(lint(single(build), "litert-gpu"), "GPU807") == []

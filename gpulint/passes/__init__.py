@@ -73,6 +73,7 @@ def registry() -> dict[str, Pass]:
         split_reduction,
         stable_softmax,
         static_shapes,
+        tile_broadcast,
     )
 
     passes = [
@@ -82,6 +83,7 @@ def registry() -> dict[str, Pass]:
         remove_identity.PASS,
         fold_atrous.PASS,
         dense_grouped_conv.PASS,
+        tile_broadcast.PASS,
         fuse_activations.PASS,
         pad_channels.PASS,
         rgba_input.PASS,

@@ -545,7 +545,7 @@ def issue_38_graphs() -> list[Case]:
     # OpenGL's 1x1 shader takes a grouped 1x1 conv at stride 1 (and computes it wrong: GPU806)
     for kernel, stride in ((1, 1), (1, 2), (3, 1)):
         out.append(graph(f"CONV_2D-2-groups-{kernel}x{kernel}-stride{stride}", grouped_conv(kernel, stride)))
-    return out + issue_47_graphs()
+    return out + issue_47_graphs() + issue_49_graphs()
 
 
 def issue_47_graphs() -> list[Case]:
@@ -612,3 +612,26 @@ def scalar_reshape(vector: bool) -> Callable[[SubgraphBuilder], int]:
         return g.op("RELU", [g.op("MUL", [x, s], [1, 8, 8, 4])], [1, 8, 8, 4])
 
     return build
+
+
+def issue_49_graphs() -> list[Case]:
+    """Issue #49: elementwise ops whose constant operand broadcasts the runtime one (GPU807: the
+    OpenGL backend initializes them and computes them wrong; SUB with a constant that is neither a
+    vector nor one element fails to initialize there), the TILE that tile-broadcast puts before
+    them, and BROADCAST_TO with the RESHAPE + TILE that broadcast-to-tile makes of it."""
+    c48 = cst(48, value=0.5 + 0.1 * np.arange(48))
+    out = [
+        case("ADD", [rt(1, 1), c48], (1, 48), note="gl-broadcast"),
+        case("ADD", [c48, rt(1, 1)], (1, 48), note="gl-broadcast"),
+        case("MUL", [rt(1, 1, 1, 1), c48], (1, 1, 1, 48), note="gl-broadcast"),
+        case("SUB", [rt(1, 1, 1, 1), cst(1, 4, 4, 48)], (1, 4, 4, 48), note="gl-broadcast"),
+        case("ADD", [rt(1, 48), c48], (1, 48), note="gl-broadcast-near-miss"),
+        case("BROADCAST_TO", [rt(1, 1, 8), cst(3, dtype="INT32", value=[1, 4, 8])], (1, 4, 8), version=2),
+        case("TILE", [rt(1, 1, 8), cst(3, dtype="INT32", value=[1, 4, 1])], (1, 4, 8)),
+    ]
+    return [*out, graph("ADD-tiled-runtime-operand", tiled_add)]
+
+
+def tiled_add(g: SubgraphBuilder) -> int:
+    x = g.op("TILE", [g.input("x", [1, 1]), g.const("m", np.array([1, 48], np.int32))], [1, 48])
+    return g.op("ADD", [x, g.const("c", np.arange(48, dtype=np.float32))], [1, 48])

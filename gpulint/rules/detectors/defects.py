@@ -143,3 +143,50 @@ def gl_grouped_1x1_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
         return
     if (groups := grouped_1x1_groups(sig)) and (w := sig.input(1)) is not None:
         yield Hit({"op": sig.op, "index": sig.index, "groups": groups, "tensor": w.name}, sig.index, sig.op)
+
+
+# The OpenGL backend's shaders for an elementwise op with one constant operand (gl/kernels/add.cc,
+# mul.cc, elementwise.cc) read the runtime operand at the output's coordinates and size the work
+# by the runtime operand, so a runtime operand the constant broadcasts is read as 0 past its own
+# shape (SUB, DIV, ...) or the output past it is never written (ADD, MUL).
+GL_CONSTANT_BROADCAST_OPS = ("ADD", "MUL", "SUB", "DIV", "MINIMUM", "MAXIMUM", "SQUARED_DIFFERENCE", "POW")
+
+
+def gl_broadcast_axes(sig: OpSignature) -> tuple[TensorSpec, TensorSpec, list[str]] | None:
+    """(runtime, constant, the axes of the delegate's BHWC the constant broadcasts the runtime
+    operand along) when `sig` is such an op, else None. Also the pass's condition (tile-broadcast)."""
+    if sig.op not in GL_CONSTANT_BROADCAST_OPS or not sig.outputs or len(sig.present_inputs) != 2:
+        return None
+    rt = [t for t in sig.present_inputs if t.runtime]
+    const = [t for t in sig.present_inputs if t.is_const]
+    if len(rt) != 1 or len(const) != 1 or const[0].elements < 2:  # a one-element constant is a uniform
+        return None
+    x, out = rt[0].bhwc, sig.outputs[0].bhwc
+    axes = [name for name, a, b in zip("HWC", x[1:], out[1:], strict=True) if a < b]
+    return (rt[0], const[0], axes) if axes else None
+
+
+@detector("GPU807", "op")
+def gl_constant_broadcast(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
+    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
+        return
+    p = v.placed[sig.index]
+    if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
+        return
+    if (found := gl_broadcast_axes(sig)) is not None:
+        x, c, axes = found
+        yield Hit(
+            {
+                "op": sig.op,
+                "index": sig.index,
+                "tensor": x.name,
+                "runtime": x.describe(),
+                "const": c.describe(),
+                "out": sig.outputs[0].describe(),
+                "axes": "".join(axes),
+            },
+            sig.index,
+            sig.op,
+            [x.name],
+        )
