@@ -7,10 +7,11 @@ gpulint's venv):
 
 Each family is a model class of litert_torch.generative.examples with the example's own fake (tiny) config,
 shrunk further where that config keeps the real model's width (TinyLlama, Qwen 3, Phi-2, SigLIP: 1-3k wide,
-tens of MB), and random weights (torch seed 0): no checkpoint is read. Decoders are converted as the examples'
-convert_to_tflite scripts do (utilities.converter.convert_to_tflite: signatures `prefill_8` and `decode`, an
-external KV cache of 32 entries; Gemma 3 with the mask as an input and the transposed KV cache, as its script's
-defaults have it); the non-decoders with litert_torch.signature(...). Each model in each recipe:
+tens of MB), and random weights of our own (seeded, every parameter: see randomize): no checkpoint is read.
+Decoders are converted as the examples' convert_to_tflite scripts do (utilities.converter.convert_to_tflite:
+signatures `prefill_8` and `decode`, an external KV cache of 32 entries; Gemma 3 with the mask as an input and
+the transposed KV cache, as its script's defaults have it); the non-decoders with litert_torch.signature(...).
+Each model in each recipe:
 
     f32   quantize=none
     fp16  quantize=fp16                 fp16 weights behind DEQUANTIZE
@@ -166,6 +167,25 @@ def encoder(family: str) -> tuple[Any, str, dict[str, Any]]:
     raise ValueError(family)
 
 
+def randomize(model: Any) -> Any:
+    """Random weights of our own, seeded: litert-torch's layers leave some parameters as torch.empty (its
+    LayerNorm's weight and bias: uninitialized memory, NaN in CLIP, SigLIP and Phi-2, measured), since its
+    models expect a checkpoint. Norm scales near 1 and shifts near 0; every other weight ~ N(0, 1/fan_in)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype)
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.1 * noise)
+            elif "norm" in name or p.dim() < 2:
+                p.copy_(0.1 * noise)
+            else:
+                p.copy_(noise / p.shape[-1] ** 0.5)
+    return model
+
+
 def quantize(float_bytes: bytes, recipe: str, config: Any) -> bytes:
     """The converter's own post-conversion quantization step (litert_converter.py) on the float model."""
     from litert_torch.generative.utilities import converter
@@ -185,6 +205,7 @@ def convert_float(family: str) -> tuple[bytes, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         if family in DECODERS:
             model, config, ec = decoder(family)
+            randomize(model)
             path = converter.convert_to_tflite(
                 model,
                 output_path=tmp,
@@ -197,6 +218,7 @@ def convert_float(family: str) -> tuple[bytes, Any]:
             )
             return Path(path).read_bytes(), config
         model, signature, kwargs = encoder(family)
+        randomize(model)
         edge = litert_torch.signature(signature, model, sample_kwargs=kwargs).convert()
         edge.export(os.path.join(tmp, "m.tflite"))
         return Path(tmp, "m.tflite").read_bytes(), getattr(model, "config", None)
