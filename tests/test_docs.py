@@ -151,11 +151,17 @@ def test_every_command_has_a_page_with_every_option(site: Path) -> None:
 PAGES = [p for p in examples.pages() if examples.examples(p)]
 
 
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One kernel cache for the pages a worker runs: compiled once, not once per page."""
+    return tmp_path_factory.mktemp("kernels")
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_console_examples_print_what_they_show(page: Path, tmp_path: Path) -> None:
+def test_console_examples_print_what_they_show(page: Path, kernel_cache: Path) -> None:
     """Each ```console block run as written, in a fresh folder with the sample and the example models;
     `[...]` and `...` mark what varies. `python docs/examples.py --update` rewrites a stale one."""
-    stale = examples.check_page(page, tmp_path / "cache")
+    stale = examples.check_page(page, kernel_cache)
     assert not stale, "\n\n".join(map(str, stale))
 
 
@@ -235,6 +241,13 @@ def test_fix_verify_bench_json_hold_to_their_schemas(models: Path) -> None:
     jsonschema.validate(fixed, _schema("fix"))
     assert fixed["applied"] and fixed["output"] == "fixed.tflite"
     jsonschema.validate(_json(models, "fix", "models/softmax_by_hand.tflite", "--dry-run"), _schema("fix"))
+    text_only = subprocess.run(
+        [sys.executable, "-m", "gpulint", "fix", "fixed.tflite", "--dry-run", "--diff", "--format", "json"],
+        cwd=models,
+        capture_output=True,
+        text=True,
+    )
+    assert text_only.returncode == 2 and not text_only.stdout  # --diff's output is text: not mixed into JSON
     verify = _schema("verify")
     one = _json(models, "verify", "demo-out/sample.tflite", "--candidate", "fixed.tflite", "--precision", "fp16")
     jsonschema.validate(one, verify)

@@ -38,7 +38,7 @@ def fix(
             "range), scale-logits (an attention's 1/sqrt(d) applied to the query before BATCH_MATMUL, not to the "
             "product after it); and dense-grouped-conv (a grouped CONV_2D given block-diagonal dense weights, which "
             "the OpenGL backend builds and computes right: GPU806; costs the group count in weights and MACs). "
-            "`gpulint fix` README table: what each does."
+            "docs/commands/fix.md: what each does."
         ),
     ] = None,
     unsafe_fixes: Annotated[
