@@ -149,6 +149,70 @@ def bench(
     return result
 
 
+def bench_signature(
+    path: Path,
+    key: str,
+    device: Device,
+    runs: int = 20,
+    threads: int | None = None,
+    precision: str = "fp32",
+    start: bool = True,
+) -> BenchResult:
+    """bench of one signature of the model (an LLM's prefill or decode step), named by the model's path."""
+    from gpulint.model import write
+    from gpulint.model.signatures import as_main
+
+    with tempfile.TemporaryDirectory(prefix="gpulint-bench-") as tmp:
+        copy = Path(tmp, "signature.tflite")
+        write(as_main(read(path), key), copy, allow_loss=True)
+        result = bench(copy, device, runs, threads, precision, start)
+    result.model = f"{path} ({key})"
+    return result
+
+
+@dataclass
+class GenerationBench:
+    """A decoder's prefill and decode steps timed: prefill tokens/s and decode ms/token on each side."""
+
+    prefill: BenchResult
+    decode: BenchResult
+    prefill_tokens: int
+
+    def rates(self) -> dict[str, dict[str, float]]:
+        def per_s(ms: float) -> float:
+            return round(self.prefill_tokens / (ms / 1e3), 1) if ms else float("inf")
+
+        return {
+            "prefill_tokens_per_s": {"cpu": per_s(self.prefill.cpu_ms), "executor": per_s(self.prefill.executor_ms)},
+            "decode_ms_per_token": {"cpu": round(self.decode.cpu_ms, 3), "executor": round(self.decode.executor_ms, 3)},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prefill_tokens": self.prefill_tokens,
+            **self.rates(),
+            "prefill": self.prefill.to_json(),
+            "decode": self.decode.to_json(),
+        }
+
+
+def bench_generation(
+    path: Path, device: Device, runs: int = 20, threads: int | None = None, precision: str = "fp32", start: bool = True
+) -> GenerationBench:
+    """Both steps of a decoder (its prefill and decode signatures, as verify --generate picks them)."""
+    from gpulint.verify.generate import Interface, pick_signatures
+
+    model = read(path)
+    prefill, decode = pick_signatures(model)
+    sig = Interface.of(model, prefill)
+    tokens = next((sig.shapes[n][-1] for n in sig.inputs if sig.role(n) == "tokens"), 1)
+    return GenerationBench(
+        bench_signature(path, prefill, device, runs, threads, precision, start),
+        bench_signature(path, decode, device, runs, threads, precision, start=False),
+        tokens,
+    )
+
+
 BUSY = 0.5  # a load average above this share of the cores is a busy machine
 
 

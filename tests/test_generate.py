@@ -176,3 +176,34 @@ def test_check_unknown_signature_is_an_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", str(saved(tmp_path)), "--signature", "nope"])
     assert result.exit_code == 2
     assert "the model has no signature 'nope' (its signatures: 'prefill_4', 'decode')" in result.stderr
+
+
+@needs_opencl()
+def test_bench_times_prefill_and_decode(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["bench", str(saved(tmp_path)), "--generate", "--runs", "1", "--no-start", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["prefill_tokens"] == 4
+    assert set(body["prefill_tokens_per_s"]) == set(body["decode_ms_per_token"]) == {"cpu", "executor"}
+    assert all(v > 0 for v in [*body["prefill_tokens_per_s"].values(), *body["decode_ms_per_token"].values()])
+    # the rates are the steps' own times: 4 tokens in the prefill's median
+    assert body["prefill_tokens_per_s"]["cpu"] == pytest.approx(
+        4 / (body["prefill"]["cpu_interpreter_ms"] / 1e3), rel=1e-3
+    )
+    assert body["decode_ms_per_token"]["executor"] == pytest.approx(body["decode"]["executor_ms"], abs=1e-3)
+    assert body["decode"]["model"].endswith("(decode)")
+
+
+@needs_opencl()
+def test_bench_one_signature(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["bench", str(saved(tmp_path)), "--signature", "decode", "--runs", "1", "--no-start"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"{tmp_path / 'decoder.tflite'} (decode) on ")
+    bad = runner.invoke(app, ["bench", str(saved(tmp_path)), "--generate", "--signature", "decode"])
+    assert bad.exit_code == 2 and "leave out --signature" in bad.stderr
+    conv = tmp_path / "conv.tflite"
+    write(conv_model(), conv)
+    bad = runner.invoke(app, ["bench", str(conv), "--generate"])
+    assert bad.exit_code == 2 and "needs a prefill and a decode signature" in bad.stderr

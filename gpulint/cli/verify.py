@@ -244,8 +244,10 @@ def verify(
     no_cache: common.NoCache = False,
 ) -> None:
     """Run the model on a GPU engine (CPU partitions on LiteRT) and compare with the LiteRT CPU
-    interpreter. Exit 0 PASS, 1 FAIL, 2 error, 3 nothing ran on the GPU side (CPU-ONLY). Of several
-    models, the worst decides (an error wins)."""
+    interpreter. Exit 0 PASS, 1 FAIL, 2 error, 3 nothing ran on the GPU side (CPU-ONLY), 4 no output
+    failed but one was judged with a tolerance that covers its whole range, so it could not have
+    failed (INCONCLUSIVE: the text says what would decide it, e.g. --precision fp32). Of several
+    engines or models, the worst decides: an error, FAIL, CPU-ONLY, INCONCLUSIVE, PASS."""
     from gpulint.check import discover
     from gpulint.verify import Request
 
@@ -423,11 +425,15 @@ def verify_unit(unit: VerifyUnit, local: str) -> list[Attempt]:
 
 
 # 0 PASS, 1 FAIL, 2 a usage error or a model that cannot run, 3 within tolerance but nothing ran on
-# the GPU side (VerifyResult.status): CI can tell "the GPU path was shown right" from "not shown".
-# Of several engines' results, the worst decides: FAIL, then CPU-ONLY, then PASS.
-EXIT_CODES = {"PASS": 0, "FAIL": 1, "CPU-ONLY": 3}
-WORST_LAST = ["PASS", "CPU-ONLY", "FAIL"]
-EXIT_RANK = [EXIT_OK, 3, EXIT_FINDINGS, EXIT_USAGE]  # several models: an error, then FAIL, CPU-ONLY, PASS
+# the GPU side, 4 within tolerance but a tolerance covered an output's whole range, so that
+# comparison could not have failed (VerifyResult.status): CI can tell "the GPU path was shown
+# right" from "not shown". Of several engines' results the worst decides: FAIL, then CPU-ONLY
+# (nothing of the GPU shown), then INCONCLUSIVE (part of it not shown), then PASS.
+EXIT_CPU_ONLY, EXIT_INCONCLUSIVE = 3, 4
+EXIT_CODES = {"PASS": EXIT_OK, "FAIL": EXIT_FINDINGS, "CPU-ONLY": EXIT_CPU_ONLY, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
+WORST_LAST = ["PASS", "INCONCLUSIVE", "CPU-ONLY", "FAIL"]
+# several models: an error, then FAIL, CPU-ONLY, INCONCLUSIVE, PASS
+EXIT_RANK = [EXIT_OK, EXIT_INCONCLUSIVE, EXIT_CPU_ONLY, EXIT_FINDINGS, EXIT_USAGE]
 
 
 def _tolerances(atol: float | None, rtol: float, items: list[str] | None) -> dict[str, Tolerance]:
@@ -457,16 +463,40 @@ def bench(
     device: Annotated[str | None, typer.Option(help="OpenCL device, as for verify.")] = None,
     start: Annotated[bool, typer.Option("--start/--no-start", help="Also time cold and cached starts.")] = True,
     output_format: Annotated[TextOrJson, typer.Option("--format", help="Output format.")] = TextOrJson.text,
+    signature: Annotated[
+        str | None, typer.Option(help="Time this signature (an LLM's prefill_8 or decode); default: the main subgraph.")
+    ] = None,
+    generate: Annotated[
+        bool,
+        typer.Option(
+            "--generate", help="A decoder: time its prefill and decode steps; prefill tokens/s and decode ms/token."
+        ),
+    ] = False,
 ) -> None:
     """Warm latency of the LiteRT CPU interpreter and of the OpenCL executor, their ratio, start
     times and the executor's per-op kernel times."""
     from gpulint.bench import bench as run_bench
+    from gpulint.bench import bench_generation, bench_signature
     from gpulint.executor import select_device
-    from gpulint.output.bench import render_bench
+    from gpulint.output.bench import render_bench, render_generation
 
+    if generate and signature is not None:
+        fail(None, "--generate times the prefill and decode signatures itself: leave out --signature")
     with user_errors(path, also=(ValueError,)), quiet_compiler():
-        result = run_bench(Path(path), select_device(device), runs, threads, precision.value, start)
+        dev = select_device(device)
+        if generate:
+            timed = bench_generation(Path(path), dev, runs, threads, precision.value, start)
+            typer.echo(
+                json.dumps(timed.to_json(), indent=2)
+                if output_format is TextOrJson.json
+                else render_generation(path, timed)
+            )
+            return
+        if signature is not None:
+            result = bench_signature(Path(path), signature, dev, runs, threads, precision.value, start)
+        else:
+            result = run_bench(Path(path), dev, runs, threads, precision.value, start)
     if output_format is TextOrJson.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
-    typer.echo(render_bench(path, result))
+    typer.echo(render_bench(result.model if signature is not None else path, result))

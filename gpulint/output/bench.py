@@ -10,7 +10,7 @@ from gpulint.compare import precision_text
 from gpulint.text import clean
 
 if TYPE_CHECKING:
-    from gpulint.bench import BenchResult
+    from gpulint.bench import BenchResult, GenerationBench
 
 SLOWEST = 15
 
@@ -41,3 +41,25 @@ def render_bench(path: str, result: BenchResult) -> str:
         number = f"{row['op_index']:5d}" if row["op_index"] >= 0 else "    -"
         lines.append(f"    {number} {row['op']:28} {row['ms']:9.3f} ms {row['share']:6.1%}")
     return "\n".join(lines)
+
+
+def render_generation(path: str, result: GenerationBench) -> str:
+    """The decoder's rates first, then each step's bench."""
+    rates = result.rates()
+    prefill, decode = rates["prefill_tokens_per_s"], rates["decode_ms_per_token"]
+    head = [
+        f"{clean(path, 300)}: generation, {result.prefill_tokens}-token prefill then one-token decode steps",
+        f"  prefill: LiteRT CPU interpreter {prefill['cpu']:.1f} tokens/s, "
+        f"OpenCL executor {prefill['executor']:.1f} tokens/s",
+        f"  decode: LiteRT CPU interpreter {decode['cpu']:.2f} ms/token, "
+        f"OpenCL executor {decode['executor']:.2f} ms/token",
+    ]
+    return "\n".join(
+        [
+            *head,
+            "",
+            render_bench(result.prefill.model, result.prefill),
+            "",
+            render_bench(result.decode.model, result.decode),
+        ]
+    )
