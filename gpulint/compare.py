@@ -74,7 +74,8 @@ PRECISION_WORDS = {
 
 
 # Said of a comparison whose tolerance reaches the output's whole range: any answer of the right
-# shape would pass it (a near-flat output judged at half precision's floor, say).
+# shape inside that range would pass it (a near-flat output judged at half precision's floor, say).
+# Such a comparison is INCONCLUSIVE, not PASS (Verdict.status; `gpulint verify` exits 4).
 CANNOT_FAIL = "the tolerance is at least the output's range: this comparison cannot fail and proves nothing about it"
 
 
@@ -314,8 +315,16 @@ class Verdict:
     dtype: str
     tolerance: Tolerance
     metrics: dict[str, Any] = field(default_factory=dict)
-    passed: bool = True
+    passed: bool = True  # False: FAIL; True: PASS, or INCONCLUSIVE where `decidable` is set
     reason: str = ""
+    decidable: str = ""  # a comparison that could not fail: what would make it one that can
+
+    @property
+    def status(self) -> str:
+        """FAIL, INCONCLUSIVE (within a tolerance that covers the output's range: nothing shown), or PASS."""
+        if not self.passed:
+            return "FAIL"
+        return "INCONCLUSIVE" if self.decidable else "PASS"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -323,8 +332,9 @@ class Verdict:
             "shape": self.shape,
             "dtype": self.dtype,
             **self.tolerance.to_json(),
-            "status": "PASS" if self.passed else "FAIL",
+            "status": self.status,
             "reason": self.reason,
+            "decidable": self.decidable or None,
             **self.metrics,
         }
 
@@ -419,6 +429,7 @@ def judge(
         why = f"shape {list(gots[0].shape)}, not {shape}"
         return Verdict(name, shape, dtype, tol or Tolerance(0.0), {}, False, why)
     integer = ref.dtype.kind in "iu" and step is not None
+    user_tol = tol is not None
     tol = tol or tolerance(policy, precision, noise, step, half_steps)
     m = metrics(ref, got, tol)
     if integer:
@@ -454,4 +465,30 @@ def judge(
             f"{w['got']:.6g} vs {w['reference']:.6g}, {w['error_over_tolerance']:.3g} x its tolerance "
             f"{w['tolerance']:.3g}"
         )
+    elif m.get("cannot_fail"):
+        fp32 = None if user_tol or precision == "fp32" else tolerance(policy, "fp32", noise, step)
+        verdict.decidable = decidable(ref, fp32, user_tol)
     return verdict
+
+
+def decidable(ref: np.ndarray, fp32: Tolerance | None, user_tol: bool) -> str:
+    """What would let a comparison whose tolerance covers the output's range (`ref`, every run)
+    fail: float precision, where its tolerance would be below the range (`fp32`: the policy's
+    fp32 tolerance, for a half-precision comparison), or inputs that spread the output wider
+    than the tolerance, or (`user_tol`) a tolerance the user gave below the range."""
+    r64 = ref.astype(np.float64)
+    fin = r64[np.isfinite(r64)]
+    span = float(fin.max() - fin.min())
+    spread = (
+        f"inputs that spread this output beyond its tolerance (its range here is {span:.3g}): real data with "
+        "--inputs, or inputs of a smaller range, whose smaller CPU noise makes a smaller tolerance"
+    )
+    if user_tol:
+        return f"a tolerance below the output's range {span:.3g} (--atol / --tolerance), or {spread}"
+    if fp32 is None:
+        return spread
+    bound = float(np.min(fp32.atol_at(ref.shape) + fp32.rtol * np.abs(r64)))
+    if bound < span:
+        at = f"its tolerance would be {bound:.3g}, {bound / span:.2g} of the range"
+        return f"float precision (at --precision fp32 {at}), or {spread}"
+    return f"{spread} (at --precision fp32 the tolerance, {bound:.3g}, would still cover the range)"

@@ -32,6 +32,12 @@ def render_verify(result: VerifyResult) -> str:
             f"  no op ran on the GPU side ({side}): every op ran on LiteRT's CPU, so the comparison "
             "set the CPU against itself and shows nothing about the GPU (exit 3)"
         )
+    if result.status == "INCONCLUSIVE":
+        lines.append(
+            "  INCONCLUSIVE: no output failed, but the tolerance of "
+            + ", ".join(clean(o.name, 200) or "?" for o in result.outputs if o.status == "INCONCLUSIVE")
+            + " covers its whole range, so that comparison could not have failed (exit 4)"
+        )
     if result.noise_probe:
         lines.append(f"  CPU noise: {result.noise_probe}")
     for r in result.integer_inputs:
@@ -39,13 +45,15 @@ def render_verify(result: VerifyResult) -> str:
     if result.cpu_reference:
         lines.append(f"  CPU reference: {result.cpu_reference}")
     for o in result.outputs:
-        lines.append(f"  {'PASS' if o.passed else 'FAIL'} {clean(o.name, 200)} {o.dtype}{o.shape}")
+        lines.append(f"  {o.status} {clean(o.name, 200)} {o.dtype}{o.shape}")
         for kind, v in o.comparisons().items():
             at = f" at {result.precision}" if kind == "executor" else ""  # the error is that precision's
             label = result.engine if kind == "executor" and result.engine != "opencl" else kind
-            lines.append(f"    {label:8} {'PASS' if v.passed else 'FAIL'}{at}: {verdict_text(v)}")
+            lines.append(f"    {label:8} {v.status}{at}: {verdict_text(v)}")
             if v.reason:
                 lines.append(f"             {clean(v.reason, 500)}")
+            if v.decidable:
+                lines.append(f"             decidable with {v.decidable}")
         if o.hybrid_gap is not None and o.hybrid_gap["max_abs_error"] is not None:
             g = o.hybrid_gap
             gap = f"max abs {g['max_abs_error']:.3g}, max rel {g['max_rel_error']:.3g}"
@@ -112,7 +120,7 @@ def render_side_by_side(results: list[VerifyResult]) -> str:
                 (
                     clean(o.name, 60) or "?",
                     r.engine,
-                    "PASS" if v.passed else "FAIL",
+                    v.status,
                     _num(m.get("max_abs_error")),
                     _num(worst),
                     _num(m.get("cosine_similarity"), ".6f"),

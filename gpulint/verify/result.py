@@ -8,6 +8,9 @@ from typing import Any
 from gpulint.compare import PRECISION_WORDS, Tolerance, Verdict
 from gpulint.engines import gpu_op_count
 
+# An output's comparisons, best first: the worst decides.
+OUTPUT_RANK = ["PASS", "INCONCLUSIVE", "FAIL"]
+
 
 @dataclass
 class OutputResult:
@@ -25,6 +28,16 @@ class OutputResult:
     @property
     def passed(self) -> bool:
         return self.rewrite.passed and self.executor.passed
+
+    @property
+    def status(self) -> str:
+        """FAIL where either comparison fails, else INCONCLUSIVE where either could not have failed
+        (its tolerance covers the output's range), else PASS."""
+        return max(self.rewrite.status, self.executor.status, key=OUTPUT_RANK.index)
+
+    @property
+    def decidable(self) -> str:
+        return "; ".join(f"{k}: {v.decidable}" for k, v in self.comparisons().items() if v.decidable)
 
     # The executor comparison is the one most readers look for: its numbers stand at the top.
     @property
@@ -46,8 +59,9 @@ class OutputResult:
         ex = self.executor.to_json()
         return {
             **ex,
-            "status": "PASS" if self.passed else "FAIL",
+            "status": self.status,
             "reason": self.reason,
+            "decidable": self.decidable or None,
             "rewrite": self.rewrite.to_json(),
             "executor": ex,
             "first_nonfinite": self.first_nonfinite,
@@ -88,12 +102,15 @@ class VerifyResult:
 
     @property
     def status(self) -> str:
-        """PASS, FAIL, or CPU-ONLY: every comparison within tolerance, but no op ran on the
-        executor (a graph the delegate refuses, or one with no op it takes), so its comparison
-        set the CPU against itself and showed nothing about the GPU. `gpulint verify` exits 3."""
+        """FAIL where an output fails; else CPU-ONLY where no op ran on the GPU side (a graph the
+        delegate refuses, or one with no op it takes), so the comparison set the CPU against itself
+        and showed nothing about the GPU (`gpulint verify` exits 3); else INCONCLUSIVE where an
+        output's comparison could not have failed (exit 4); else PASS."""
         if not self.passed:
             return "FAIL"
-        return "PASS" if self.executor_ops else "CPU-ONLY"
+        if not self.executor_ops:
+            return "CPU-ONLY"
+        return "INCONCLUSIVE" if any(o.status == "INCONCLUSIVE" for o in self.outputs) else "PASS"
 
     def to_json(self) -> dict[str, Any]:
         return {
