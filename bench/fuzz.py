@@ -24,10 +24,11 @@ A case is bad when the command (tests/fuzzing.py `problem`)
 - is still running at its time bound, where it is killed with its process group: 30 s plus 2 s
   per MB of model for inspect, check and report; 120 s plus 10 s per MB for fix, verify and
   bench, which run the model;
-- peaks above 2 GiB resident (it or any child it waited for), or leaves a process running.
-Every case runs under an RLIMIT_AS of 4 GiB per process (set on this runner, inherited). A
-limit of gpulint's own stopping a run (the LiteRT child's 1 GiB and time limit, the executor's
-check of a buffer against the device's largest) ends in its one clear line: a clean result.
+- leaves a process running.
+Memory: every case runs under an RLIMIT_AS of 4 GiB per process (set on this runner, inherited;
+the peak RSS is reported). A limit of gpulint's own stopping a run (the LiteRT child's 1 GiB and
+time limit, the executor's check of a buffer against the device's largest, its one line when the
+host has no memory for a buffer the device would take) ends in one clear line: a clean result.
 Where only the fuzzer's bound stops a run, it shows as a hang, a MemoryError traceback or a
 signal: bad.
 

@@ -8,14 +8,21 @@ template with `ValueError: Exceeds the limit (4300 digits) for integer string co
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers import needs_opencl
 from typer.testing import CliRunner
 
 from gpulint.cli import app
+from gpulint.executor import movement
+from gpulint.executor.errors import ExecutorError
 from gpulint.model import to_bytes
 from gpulint.model.build import ModelBuilder
 from gpulint.rules.partition import MAX_ESTIMATE
@@ -138,3 +145,68 @@ def test_bench_of_an_input_claiming_terabytes_says_so(tmp_path: Path) -> None:
     path.write_bytes(to_bytes(mb.build()))
     line = one_error_line(["bench", str(path), "--runs", "1", "--no-start"])
     assert "input 'x' of shape [1, 100000, 100000, 4] needs more than" in line
+
+
+@needs_opencl()
+def test_a_tile_claiming_terabytes_is_refused_before_numpy_is_asked(tmp_path: Path) -> None:
+    """A TILE to [1, 200000, 200000, 4]: the executor's index arrays for the copy asked numpy for
+    1.16 TiB (ArrayMemoryError in verify and bench); a tensor past MAX_MOVED elements is refused."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 4])
+    big = [1, 200_000, 200_000, 4]
+    y = g.op("TILE", [x, g.const("m", np.array([1, 50_000, 50_000, 1], np.int32))], big)
+    g.output(g.op("RELU", [y], big))
+    path = tmp_path / "big_tile.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    one_error_line(["verify", str(path), "--no-cache"])
+    one_error_line(["bench", str(path), "--runs", "1", "--no-start"])
+
+
+def test_movement_refuses_multiples_and_paddings_past_its_bound() -> None:
+    """Multiples or paddings that claim more than the declared output are checked before np.tile
+    or np.pad allocate their result."""
+    x = np.arange(64).reshape(1, 4, 4, 4)
+    tile = [None, np.array([1, 50_000, 50_000, 1])]
+    with pytest.raises(ExecutorError, match="more than the 268,435,456 elements"):
+        movement.apply("TILE", [x, None], tile, {}, [[1, 4, 4, 4]])
+    pads = [None, np.array([[0, 0], [100_000, 100_000], [100_000, 0], [0, 0]])]
+    with pytest.raises(ExecutorError, match="PAD: a tensor of shape \\[1, 200004, 100004, 4\\]"):
+        movement.apply("PAD", [x, None], pads, {}, [[1, 4, 4, 4]])
+    assert movement.apply("TILE", [x, None], [None, np.array([1, 2, 1, 1])], {}, [[1, 8, 4, 4]])[0].shape == (
+        1,
+        8,
+        4,
+        4,
+    )
+
+
+@needs_opencl()
+def test_bench_under_a_memory_limit_says_the_host_ran_out(tmp_path: Path) -> None:
+    """Seed 50, case 93 of the 10,000-case run: a fuzzed transformer_block's BATCH_MATMUL output
+    of 2**31 - 1 columns. Its 8 GiB bias of zeros fits the device's largest buffer, not the 4 GiB
+    address space the fuzzer gives a case (nor a user's ulimit -v): a MemoryError traceback. The
+    executor says the host ran out, naming the op."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4])
+    g.output(g.op("BATCH_MATMUL", [x, x], [1, 4, 0x7FFFFFFF]))
+    path = tmp_path / "wide_matmul.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    gpulint = str(Path(sys.executable).with_name("gpulint"))
+    env = dict(os.environ, GPULINT_TRACEBACK="1", GPULINT_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run(
+        [gpulint, "bench", str(path), "--runs", "1", "--no-start"],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limit,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"gpulint: error: {path}: op 0 BATCH_MATMUL: the host has no memory left for its buffers"
+    ]

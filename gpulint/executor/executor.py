@@ -25,7 +25,7 @@ from gpulint.executor import fusion, launch, layout, warmup
 from gpulint.executor.buffers import BufferPool, Buffers
 from gpulint.executor.context import LowerContext
 from gpulint.executor.device import Device, select_device
-from gpulint.executor.errors import ExecutorError
+from gpulint.executor.errors import DeviceError, ExecutorError
 from gpulint.executor.fusion import FusionPlan
 from gpulint.executor.graph import GraphView
 from gpulint.executor.launch import Launch, Timing
@@ -33,6 +33,7 @@ from gpulint.executor.lowering import lower
 from gpulint.executor.precision import Precision, precision
 from gpulint.executor.prepare import INT_TYPES, NUMPY, prepare
 from gpulint.model.ir import Model
+from gpulint.text import clean
 
 
 @dataclass
@@ -113,9 +114,12 @@ class Executor:
         for t in self.sg.outputs:
             source, q = self.edges_out.get(t, (t, None))
             shape = self.sg.tensors[source].shape
-            host = np.empty(layout.size(shape), self.dtype)
-            cl.enqueue_copy(queue, host, self.buffers.tensor(source))
-            value = layout.from_slices(host.astype(np.float32), shape)
+            try:
+                host = np.empty(layout.size(shape), self.dtype)
+                cl.enqueue_copy(queue, host, self.buffers.tensor(source))
+                value = layout.from_slices(host.astype(np.float32), shape)
+            except MemoryError:  # an output the device holds but this process cannot (its memory limit)
+                raise DeviceError(f"the host has no memory left for output {clean(self.sg.tensors[t].name)}") from None
             kind = str(self.sg.tensors[t].type)
             if kind == "BOOL":
                 value = value != 0

@@ -60,6 +60,8 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
             done.launches += lowering(cx, this)
         except DeviceError as e:  # not a gap in the executor: the device refused
             raise DeviceError(f"op {oi} {name}: {e}") from None
+        except MemoryError:  # host arrays for buffers the device would take but this process cannot hold
+            raise DeviceError(f"op {oi} {name}: the host has no memory left for its buffers") from None
         except (movement.Unsupported, ExecutorError) as e:
             missing.setdefault(name, str(e))
             unlowered.append(([source_name(cx.view.model, cx.view.readers, t) for t in op.outputs], name, str(e)))

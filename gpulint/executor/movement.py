@@ -13,6 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from gpulint.executor.errors import ExecutorError
+
+# The index arrays below take 8 bytes an element and the copy kernels' offsets are int32: a tensor
+# of more elements than this (a 1 GiB float tensor) is refused before numpy is asked for its index
+# array, whatever a damaged file's shape, a TILE's multiples or a PAD's paddings claim.
+MAX_MOVED = 1 << 28
+
 MOVEMENT_OPS = {
     "RESHAPE",
     "SQUEEZE",
@@ -74,8 +81,28 @@ def apply(
     fn = _OPS.get(op)
     if fn is None:
         raise Unsupported(op)
+    for shape in out_shapes:
+        check_moved(op, shape)
     result = fn(data, consts, options, out_shapes)
     return [np.asarray(r).reshape(s) for r, s in zip(result, out_shapes, strict=True)]
+
+
+def check_moved(op: str, shape: Any) -> None:
+    """Refuse a tensor `op` would move of more than MAX_MOVED elements (the product saturates:
+    a damaged shape may be long)."""
+    n = 1
+    for d in shape:
+        n = min(n * max(int(d), 1), MAX_MOVED + 1)
+    if n > MAX_MOVED:
+        dims = ", ".join(str(int(d)) for d in list(shape)[:8]) + (", ..." if len(shape) > 8 else "")
+        raise ExecutorError(
+            f"{op}: a tensor of shape [{dims}] is more than the {MAX_MOVED:,} elements the executor moves"
+        )
+
+
+def _padded(op: str, x: np.ndarray, pads: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    check_moved(op, [d + a + b for d, (a, b) in zip(x.shape, pads, strict=False)])
+    return pads
 
 
 def _const(consts: list[np.ndarray | None], i: int, what: str) -> np.ndarray:
@@ -103,11 +130,11 @@ def _transpose(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarr
 
 def _pad(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:
     pads = [(int(a), int(b)) for a, b in _const(consts, 1, "paddings").reshape(-1, 2)]
-    return [np.pad(_x(data), pads, constant_values=-1)]
+    return [np.pad(_x(data), _padded("PAD", _x(data), pads), constant_values=-1)]
 
 
 def _mirror_pad(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:
-    pads = [(int(a), int(b)) for a, b in _const(consts, 1, "paddings").reshape(-1, 2)]
+    pads = _padded("MIRROR_PAD", _x(data), [(int(a), int(b)) for a, b in _const(consts, 1, "paddings").reshape(-1, 2)])
     if options.get("mode") == "REFLECT":
         return [np.pad(_x(data), pads, mode="reflect")]
     return [np.pad(_x(data), pads, mode="symmetric")]
@@ -155,7 +182,7 @@ def _space_to_batch(data: Any, consts: Any, options: Any, outs: Any) -> list[np.
     x = _x(data)
     bh, bw = (int(v) for v in _const(consts, 1, "block shape").ravel())
     pads = [(0, 0), *[(int(a), int(b)) for a, b in _const(consts, 2, "paddings").reshape(-1, 2)], (0, 0)]
-    p = np.pad(x, pads, constant_values=-1)
+    p = np.pad(x, _padded("SPACE_TO_BATCH_ND", x, pads), constant_values=-1)
     n, hp, wp, c = p.shape
     return [
         p.reshape(n, hp // bh, bh, wp // bw, bw, c)
@@ -186,7 +213,11 @@ def _gather(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]
 
 
 def _tile(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:
-    return [np.tile(_x(data), [int(m) for m in _const(consts, 1, "multiples").ravel()])]
+    x, multiples = _x(data), [int(m) for m in _const(consts, 1, "multiples").ravel()]
+    dims = [1] * (len(multiples) - x.ndim) + list(x.shape)  # np.tile pads the shorter with 1s
+    reps = [1] * (x.ndim - len(multiples)) + multiples
+    check_moved("TILE", [d * r for d, r in zip(dims, reps, strict=True)])
+    return [np.tile(x, multiples)]
 
 
 def _pack(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:

@@ -29,6 +29,7 @@ def move(cx: LowerContext, op: OpView) -> list[Launch]:
             data.append(None)
             consts.append(value)
             continue
+        movement.check_moved(op.name, cx.shape(t))
         n = int(np.prod(cx.shape(t))) if cx.shape(t) else 1
         data.append(np.arange(base, base + n).reshape(cx.shape(t)))
         consts.append(value)
@@ -47,6 +48,8 @@ def move(cx: LowerContext, op: OpView) -> list[Launch]:
 def reshaped(cx: LowerContext, oi: int, t: int, shape: list[int]) -> tuple[Any, list[Launch]]:
     """A copy of runtime tensor `t` laid out as `shape` (same elements, another rank), and
     the launches that make it."""
+    movement.check_moved("RESHAPE", shape)
+    movement.check_moved("RESHAPE", cx.shape(t))
     dst = cx.buffers.scratch(shape)
     n = int(np.prod(cx.shape(t))) if cx.shape(t) else 1
     return dst, copy_map(cx, oi, [(cx.buffers.tensor(t), cx.shape(t))], dst, shape, [np.arange(n).reshape(shape)])
