@@ -332,8 +332,6 @@ def _io(data: bytes) -> tuple[list[int], list[int], int, dict[int, str]]:
 
 
 def main(path: str, precision_loss: bool, saved: str) -> None:
-    import numpy as np
-
     os.environ.setdefault("EGL_PLATFORM", "surfaceless")
     try:
         interp = Interpreter(path, precision_loss, saved)
@@ -344,6 +342,8 @@ def main(path: str, precision_loss: bool, saved: str) -> None:
         _answer(f"@@ERROR {type(e).__name__}: {e}")
         return
     _answer("@@READY " + json.dumps(interp.ready))
+    import numpy as np  # after the wheel's check: a Python without the wheel is told so, not "no numpy"
+
     for line in sys.stdin:
         src, dst = line.split()
         try:
