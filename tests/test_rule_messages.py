@@ -736,3 +736,25 @@ def test_gpu807_gl_constant_broadcast() -> None:
         "output past it is wrong"
     ]
     assert messages(lint(single(build), "litert-gpu"), "GPU807") == []
+
+
+def test_gpu808_gpu809_litert_layout_defects() -> None:
+    # Both sides of each condition, and the accelerator itself, are in tests/test_layout_passes.py.
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 8, 16], "INT32")
+        g.output(g.op("ADD", [x, g.const("c", np.arange(16, dtype=np.int32))], [1, 8, 16], dtype="INT32"))
+        w = g.op("DEQUANTIZE", [g.const("w", np.ones((16, 16), np.int8), quant=(0.01, 0))], [16, 16])
+        return g.op("FULLY_CONNECTED", [g.input("h", [1, 16]), w, -1], [1, 16])
+
+    findings = lint(single(build), "litert-gpu")
+    assert messages(findings, "GPU808") == [
+        "`ADD` reads the non-float constant INT32[16] beside the runtime INT32[1,8,16]: ML Drift has been reported "
+        "to lay such a constant out with its first dim as the batch and splat it across the channels "
+        "(google-ai-edge/LiteRT#9664)"
+    ]
+    assert messages(findings, "GPU809") == [
+        "`FULLY_CONNECTED` (op 2) takes its weights from a DEQUANTIZE of INT8[16,16]: LiteRT's GPU accelerator has "
+        'been reported to fail kernel creation for it (a "Shape mismatch" between two BHWC layouts of the '
+        "weights), which fails the whole compile (google-ai-edge/LiteRT#9523)"
+    ]
+    assert not [f for f in lint(single(build)) if f.code in ("GPU808", "GPU809")]  # classic: none

@@ -64,10 +64,11 @@ def _padded_axes(sig: OpSignature) -> list[int]:
 def litert_rank3_pad(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     if not (_litert(v) and sig.op in ("PAD", "PADV2") and v.on_gpu(sig) and sig.inputs and sig.inputs[0].rank == 3):
         return
-    outer = [a for a in _padded_axes(sig) if a < 2]
-    if outer:
-        x = sig.inputs[0]
-        yield Hit({"op": sig.op, "axes": outer, "shape": list(x.shape), "tensor": x.name}, sig.index, sig.op)
+    # Measured on LiteRT 2.3 (WebGPU): wrong wherever dim 0 of the input or the output is above
+    # 1, on any padded axis; right with dim 0 of 1 (#9272's innermost [1, 6144, 32] case).
+    x, axes = sig.inputs[0], _padded_axes(sig)
+    if axes and (x.shape[0] > 1 or 0 in axes):
+        yield Hit({"op": sig.op, "axes": axes, "shape": list(x.shape), "tensor": x.name}, sig.index, sig.op)
 
 
 @detector("GPU803", "op")
@@ -190,3 +191,39 @@ def gl_constant_broadcast(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
             sig.op,
             [x.name],
         )
+
+
+FLOAT_TYPES = ("FLOAT32", "FLOAT16")
+
+
+@detector("GPU808", "op")
+def litert_low_rank_constant_operand(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    from gpulint.passes.rank4 import CONST_LAYOUT_OPS, misread_constant
+
+    if not (_litert(v) and sig.op in CONST_LAYOUT_OPS and v.on_gpu(sig) and len(sig.present_inputs) == 2):
+        return
+    rt = [t for t in sig.present_inputs if t.runtime]
+    const = [t for t in sig.present_inputs if t.is_const]
+    if len(rt) != 1 or len(const) != 1:
+        return
+    x, c = rt[0], const[0]
+    if c.dtype not in FLOAT_TYPES and misread_constant(list(c.shape), x.rank):
+        yield Hit(
+            {"op": sig.op, "const": c.describe(), "runtime": x.describe(), "tensor": c.name},
+            sig.index,
+            sig.op,
+            [c.name],
+        )
+
+
+@detector("GPU809", "op")
+def litert_dequantized_fully_connected(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    if not (_litert(v) and sig.op == "FULLY_CONNECTED" and v.on_gpu(sig)):
+        return
+    w = sig.input(1)
+    p = sig.producer(w) if w is not None else None
+    if p is None or p.op != "DEQUANTIZE" or not p.inputs:
+        return
+    q = p.inputs[0]
+    if q.is_const and q.dtype in QUANTIZED_WEIGHTS:
+        yield Hit({"op": sig.op, "index": sig.index, "weights": q.describe(), "tensor": q.name}, sig.index, sig.op)
