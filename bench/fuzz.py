@@ -10,7 +10,8 @@ skipped with a note, a hidden folder (a corpus being built) is not read. A case 
 so a corpus of many files does not crowd out the others; mutates the model's structure
 (tests/fuzzing.py: bit flips, u32 words set to extreme values, swapped offsets, truncation); and
 runs one command on it as a process of its own: `inspect`, `check --format json`,
-`report --no-fix`, `fix --skip-proof`, `fix` (passes proven on the LiteRT interpreter), `verify`
+`report --no-fix`, `fix --skip-proof`, `fix` (passes proven on the LiteRT interpreter),
+`fix --unsafe-fixes --skip-proof` (every pass, the opt-in ones too), `verify`
 on each engine present (the OpenCL executor and LiteRT's GPU accelerator, each at fp32 and fp16;
 an engine that cannot verify the sample model here is left out, with a note) and `bench`.
 Case N of seed S is the same on every run over the same seed files (a random.Random of its own),
@@ -62,6 +63,7 @@ COMMANDS = {
     "report": ["report", "--no-fix", "-o", "{out}.html"],
     "fix-skip-proof": ["fix", "--skip-proof", "--force", "-o", "{out}.tflite"],
     "fix": ["fix", "--force", "-o", "{out}.tflite"],
+    "fix-unsafe": ["fix", "--unsafe-fixes", "--skip-proof", "--force", "-o", "{out}.tflite"],
     "verify-opencl-fp32": ["verify", "--no-cache", "--engine", "opencl"],
     "verify-opencl-fp16": ["verify", "--no-cache", "--engine", "opencl", "--precision", "fp16", "--format", "json"],
     "verify-litert-gpu-fp32": ["verify", "--no-cache", "--engine", "litert-gpu", "--format", "json"],

@@ -29,6 +29,7 @@ COMMANDS = (
     ["check", "--format", "json"],
     ["report", "--no-fix", "-o", "{out}.html"],
     ["fix", "--skip-proof", "--force", "-o", "{out}.tflite"],
+    ["fix", "--unsafe-fixes", "--skip-proof", "--force", "-o", "{out}.tflite"],
 )
 
 

@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -210,3 +211,22 @@ def test_bench_under_a_memory_limit_says_the_host_ran_out(tmp_path: Path) -> Non
     assert r.stderr.strip().splitlines() == [
         f"gpulint: error: {path}: op 0 BATCH_MATMUL: the host has no memory left for its buffers"
     ]
+
+
+def test_split_reduction_of_an_absurd_mean_ends_at_once(tmp_path: Path) -> None:
+    """A MEAN over [2**31 - 1, 2**31 - 1]: split-reduction (fix --unsafe-fixes) looked for the
+    divisors of n = 2**62 by trial up to its square root, billions of steps. It leaves alone a
+    reduction over more values than an int32 holds."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 0x7FFFFFFF, 0x7FFFFFFF, 4])
+    axes = g.const("a", np.array([1, 2], np.int32))
+    g.output(g.op("MEAN", [x, axes], [1, 1, 1, 4], options=dict(keep_dims=True)))
+    path = tmp_path / "absurd_mean.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    start = time.perf_counter()
+    argv = ["fix", str(path), "--passes", "split-reduction", "--skip-proof", "-o", str(tmp_path / "out.tflite")]
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    assert "more values than an int32 holds" in r.output
+    assert time.perf_counter() - start < 10

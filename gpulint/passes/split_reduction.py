@@ -44,6 +44,7 @@ from gpulint.passes.half import (
 from gpulint.rules.numerics import HALF_MAX
 
 MIN_SPLIT = 1024  # "thousands": below it a sum of values that fit half rarely leaves it
+INT32_MAX = 2**31 - 1
 
 
 def _divisors(n: int) -> list[int]:
@@ -123,6 +124,11 @@ def _one(model: Model, sg: Subgraph, red: Operator, mags: Magnitudes) -> tuple[b
     if n < MIN_SPLIT:
         return None
     kind = model.op_name(red)
+    if n > INT32_MAX:  # an absurd shape (a damaged file): no RESHAPE dim holds it, and its divisors take forever
+        return (
+            False,
+            f"{kind} of `{sg.tensors[x].name}` (op {sg.operators.index(red)}): more values than an int32 holds",
+        )
     what = f"{kind} of {n} values of `{sg.tensors[x].name}` (op {sg.operators.index(red)})"
     if not is_float(sg, x, out) or sg.tensors[x].is_dynamic:
         return False, f"{what}: not a static float32 tensor"
