@@ -74,6 +74,32 @@ def by_signature(model: Model) -> dict[str, list[int]]:
     return out
 
 
+def drop_subgraphs(model: Model) -> int:
+    """Drop the subgraphs nothing calls and no signature names (subgraph 0, the interpreter's
+    primary, stays), renumbering every reference; how many were dropped."""
+    named = {s.subgraph_index for s in model.signature_defs or []}
+    called = {
+        c
+        for sg in model.subgraphs
+        for op in sg.operators
+        for o in (op.builtin_options, op.builtin_options_2)
+        for c in _called(o)
+    }
+    keep = [i for i in range(len(model.subgraphs)) if i == 0 or i in named or i in called]
+    if len(keep) == len(model.subgraphs):
+        return 0
+    new_index = {old: new for new, old in enumerate(keep)}
+    dropped = len(model.subgraphs) - len(keep)
+    model.subgraphs = [model.subgraphs[i] for i in keep]
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            for opts in (op.builtin_options, op.builtin_options_2):
+                _renumber(opts, new_index)
+    for s in model.signature_defs or []:
+        s.subgraph_index = new_index.get(s.subgraph_index, s.subgraph_index)
+    return dropped
+
+
 def _references(opts: Options | None) -> Iterator[tuple[str, int | list[int]]]:
     """The options fields that name subgraphs, with their values (an index, or a list of them)."""
     for name, value in (opts.values if opts is not None else {}).items():

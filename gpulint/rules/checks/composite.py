@@ -65,5 +65,6 @@ def md_composite_dies(sig: OpSignature) -> str | None:
     name, _ = composite(sig)
     return (
         f"the accelerator takes `{name}` whole, and its process dies compiling the graph (SIGSEGV, no CPU "
-        "fallback; measured on ai-edge-litert 2.3.0)"
+        "fallback; measured on ai-edge-litert 2.3.0); `gpulint fix --passes inline-composites` runs its "
+        "decomposition in its place"
     )
