@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import needs_accelerator
 from oracle import VENV, unavailable
 
 from gpulint.engines import EngineError, EngineUnavailable, open_engine
@@ -75,6 +76,22 @@ def test_the_control_passes_on_the_gl_delegate(tmp_path: Path, precision: str) -
     assert "PASS" in proc.stdout.splitlines()[0] and "engine: gl (" in proc.stdout
     assert "partition gpu on GL delegate" in proc.stdout and "warning" not in proc.stdout
     assert ("precision loss allowed" in proc.stdout) == (precision == "fp16")
+
+
+@needs_gl
+@needs_accelerator()
+def test_engine_all_includes_gl_and_its_fail_decides(tmp_path: Path) -> None:
+    """The executor and the accelerator compute the [1, 1] broadcast right, the GL delegate does not."""
+    path = tmp_path / "broadcast.tflite"
+    write(broadcast_model("ADD", [1, 1]), path)
+    proc = verify(str(path), "--engine", "all", "--format", "json", env=WHEEL_PYTHON)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["status"] == "FAIL", proc.stdout + proc.stderr
+    assert [(e["engine"], e["status"]) for e in out["engines"]] == [
+        ("opencl", "PASS"),
+        ("litert-gpu", "PASS"),
+        ("gl", "FAIL"),
+    ]
 
 
 @needs_gl
