@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS_FILES, corpus_params
 from litert_backends import CASES, D2S_CASES, FC_CASES, DepthToSpaceCase, FcCase
-from oracle.grid import cases, composite, depthwise, graph, pack_twice, same_twice
+from oracle.grid import cases, composite, depthwise, embedding, graph, pack_twice, same_twice
 from oracle.models import agreement_line, grid_models, placement_models
 from test_placements import ROWS, row_id
 
@@ -258,6 +258,8 @@ DEATHS = [
     graph("STABLEHLO_COMPOSITE-odml.group_norm-rcc", composite("odml.group_norm", "rcc", True)),
     graph("STABLEHLO_COMPOSITE-odml.sdpa-rrrr", composite("odml.scaled_dot_product_attention", "rrrr", False)),
     graph("STABLEHLO_COMPOSITE-odml.sdpa-rrr", composite("odml.scaled_dot_product_attention", "rrr", False)),
+    graph("EMBEDDING_LOOKUP-dequant-int8-table", embedding("dequant-int8")),
+    graph("EMBEDDING_LOOKUP-input-table", embedding("input")),
 ]
 
 

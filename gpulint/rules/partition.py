@@ -268,12 +268,20 @@ def _transfers(graph: Graph, delegated: set[int]) -> list[Transfer]:
     return out
 
 
+# How a check says the runtime's process dies (checks/litert.py, builder.py, composite.py, mediapipe.py).
+KILLS = ("process dies", "aborts the whole process")
+
+
 def refresh_verdict(plan: SubgraphPlan, placed: list[Placement], backends: dict[str, str] | None = None) -> None:
     """The subgraph's verdict; called again once each backend's failures are known (`backends`:
     name -> title of the backends asked about; None before any backend was checked)."""
     common = [
         p for p in placed if p.index in plan.delegated and p.placement == "init-failure" and not p.backend_failures
     ]
+    # An op that kills the runtime's process is the outcome, wherever it stands: measured on LiteRT's
+    # accelerator, whose parsers crash before a failure found later in the graph's build is reported
+    # (an int8 DEQUANTIZE's shape mismatch ahead of the EMBEDDING_LOOKUP that reads it).
+    common.sort(key=lambda p: not any(kills in r for r in p.reasons[-1:] for kills in KILLS))
     failing = {b: why for b, why in plan.backend_failures.items() if backends is None or b in backends}
     if common:
         f = common[0]

@@ -566,7 +566,29 @@ def issue_47_graphs() -> list[Case]:
         ("odml.group_norm", "rcc", False),
     ):
         out.append(graph(f"STABLEHLO_COMPOSITE-{name}-{kinds}-eps{int(eps)}", composite(name, kinds, eps)))
+    # the embedding table: a constant builds, an fp16 one behind a DEQUANTIZE is refused (the int8 one
+    # and a graph input kill the accelerator: test_oracle_litert's deaths)
+    out += [graph(f"EMBEDDING_LOOKUP-{kind}-table", embedding(kind)) for kind in ("const", "dequant-fp16")]
     return out
+
+
+def embedding(table: str) -> Callable[[SubgraphBuilder], int]:
+    """EMBEDDING_LOOKUP of 6 ids in a [100, 24] table that is a constant, a DEQUANTIZE of an int8 or
+    an fp16 constant (weight-only int8 and fp16 exports), or a graph input."""
+
+    def build(g: SubgraphBuilder) -> int:
+        ids = g.input("ids", [6], "INT32")
+        if table == "dequant-int8":
+            t = g.op("DEQUANTIZE", [g.const("w", np.ones((100, 24), np.int8), quant=(0.02, 0))], [100, 24])
+        elif table == "dequant-fp16":
+            t = g.op("DEQUANTIZE", [g.const("w", np.ones((100, 24), np.float16))], [100, 24])
+        elif table == "input":
+            t = g.input("table", [100, 24])
+        else:
+            t = g.const("w", np.ones((100, 24), np.float32))
+        return g.op("RELU", [g.op("EMBEDDING_LOOKUP", [ids, t], [6, 24])], [6, 24])
+
+    return build
 
 
 COMPOSITE_SHAPES = {

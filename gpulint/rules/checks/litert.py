@@ -410,6 +410,26 @@ QUANTIZED_TABLE_TYPES = ("INT8", "INT4", "INT2")
 
 
 @check
+def md_embedding_table_dies(sig: OpSignature) -> str | None:
+    """An EMBEDDING_LOOKUP whose table is not a constant (a graph input, or the output of an int8
+    DEQUANTIZE, as litert-torch's weight-only int8 exports write their embeddings): the accelerator
+    takes it and its process dies building the graph (SIGSEGV, measured on ai-edge-litert 2.3.0: a
+    DEQUANTIZE -> EMBEDDING_LOOKUP model alone; a constant float table builds, an fp16 table behind a
+    DEQUANTIZE is refused first). Like runtime depthwise weights, the parser reads the table's
+    constant data, which a computed tensor does not have."""
+    table = sig.input(1)
+    if table is None or table.is_const or md_embedding_lookup(sig) is not None:
+        return None
+    producer = sig.producer(table)
+    folds = producer is not None and producer.op == "DEQUANTIZE" and all(t.is_const for t in producer.present_inputs)
+    return (
+        "its table is computed at run time, and the accelerator's process dies building the graph (SIGSEGV, no "
+        "CPU fallback; measured on ai-edge-litert 2.3.0)"
+        + ("; `gpulint fix` folds the DEQUANTIZE of its constant (dequantize-constants)" if folds else "")
+    )
+
+
+@check
 def md_embedding_lookup(sig: OpSignature) -> str | None:
     """mdb EmbeddingLookupOperationParser::IsSupported 2976-3010, then compat 715-761 (ValidateSupport).
     The table is read as the accelerator sees it: an fp16 constant behind a DEQUANTIZE is FLOAT16
