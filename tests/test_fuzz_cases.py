@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from gpulint.cli import app
 from gpulint.executor import movement
+from gpulint.executor.context import pads
 from gpulint.executor.errors import ExecutorError
 from gpulint.model import to_bytes
 from gpulint.model.build import ModelBuilder
@@ -230,3 +231,35 @@ def test_split_reduction_of_an_absurd_mean_ends_at_once(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "more values than an int32 holds" in r.output
     assert time.perf_counter() - start < 10
+
+
+def test_a_window_whose_output_disagrees_with_its_stride_is_refused() -> None:
+    """Seed 1, case 58 of a 150-case run: a fuzzed face_landmark CONV_2D with stride_w 1868783461
+    and the [1, 48, 48, 32] output it had before. The conv kernel indexed its input from that
+    output: far outside it (SIGSEGV under the fuzzer's memory limit, garbage without one). A
+    window whose output is not the size TFLite computes is refused (the op runs on the CPU)."""
+    x, y = [1, 8, 8, 4], [1, 6, 6, 4]
+    assert pads(x, y, (3, 3), (1, 1), (1, 1), "VALID") is not None
+    with pytest.raises(ExecutorError, match="an output width of 6 where VALID padding with stride 1868783461"):
+        pads(x, y, (3, 3), (1, 1868783461), (1, 1), "VALID")
+    with pytest.raises(ExecutorError, match="stride 0"):
+        pads(x, [1, 8, 8, 4], (3, 3), (0, 1), (1, 1), "SAME")
+    with pytest.raises(ExecutorError, match="dilation 2147483647"):
+        pads(x, [1, 8, 8, 4], (3, 3), (1, 1), (2**31 - 1, 1), "SAME")
+
+
+@needs_opencl()
+def test_verify_of_a_conv_with_an_absurd_stride_ends_cleanly(tmp_path: Path) -> None:
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 4])
+    w, b = g.const("w", np.ones((4, 3, 3, 4), np.float32)), g.const("b", np.zeros(4, np.float32))
+    options = dict(padding="VALID", stride_w=1868783461, stride_h=1)
+    g.output(g.op("CONV_2D", [x, w, b], [1, 6, 6, 4], options=options))
+    path = tmp_path / "absurd_stride.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    r = runner.invoke(app, ["verify", str(path), "--no-cache"])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code in (0, 1, 2, 3), r.output
+    if r.exit_code == 2:
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -11,6 +11,7 @@ import numpy as np
 from gpulint.executor import fusion, layout, program
 from gpulint.executor.buffers import Buffers
 from gpulint.executor.device import Device
+from gpulint.executor.errors import ExecutorError
 from gpulint.executor.fusion import Epilogue, FusionPlan
 from gpulint.executor.graph import GraphView
 from gpulint.executor.launch import Launch, grid, int2, int4, new_launch
@@ -107,6 +108,30 @@ def same_pad(in_size: int, out_size: int, kernel: int, stride: int, dilation: in
     return max((out_size - 1) * stride + effective - in_size, 0) // 2
 
 
+def check_window(
+    xs: list[int],
+    ys: list[int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    padding: str,
+) -> None:
+    """Refuse a window whose output is not the size TFLite computes from its input and options
+    (ComputeOutSize): the kernels index the input from the output, so a damaged file's stride of
+    1868783461 beside the output it had before read far outside the input (a crash under a memory
+    limit, garbage without one). The op then runs on the CPU, as any op the executor refuses."""
+    for axis, name in ((1, "height"), (2, "width")):
+        size, out, k, s, d = xs[axis], ys[axis], kernel[axis - 1], stride[axis - 1], dilation[axis - 1]
+        if s < 1 or d < 1 or (k - 1) * d >= 2**31 - size:
+            raise ExecutorError(f"a window of stride {s} and dilation {d} over a kernel of {k}")
+        effective = (k - 1) * d + 1
+        want = -(-size // s) if padding == "SAME" else -(-(size - effective + 1) // s)
+        if out != want:
+            raise ExecutorError(
+                f"an output {name} of {out} where {padding} padding with stride {s} and dilation {d} gives {want}"
+            )
+
+
 def pads(
     xs: list[int],
     ys: list[int],
@@ -117,6 +142,7 @@ def pads(
 ) -> Any:
     """The (x, y) leading padding of a windowed op on NHWC shapes, as an int2 argument.
     `kernel`, `stride` and `dilation` are (h, w), as TFLite's options give them."""
+    check_window(xs, ys, kernel, stride, dilation, padding)
     return int2(
         same_pad(xs[2], ys[2], kernel[1], stride[1], dilation[1], padding),
         same_pad(xs[1], ys[1], kernel[0], stride[0], dilation[0], padding),
