@@ -74,6 +74,14 @@ class PartitionedRunner:
     warnings: list[str] = field(default_factory=list)  # ops moved to the CPU side, and why
 
     def __post_init__(self) -> None:
+        if self.model.unknown:
+            # Each part is written as a model of its own, which would drop what the schema does not know
+            # (int4 blockwise quantization, say): the parts would compute something else.
+            raise ExecutorError(
+                "the model uses fields the installed schema does not know, which cutting it into partitions would "
+                f"drop: {'; '.join(self.model.unknown[:2])}"
+                + (f" (and {len(self.model.unknown) - 2} more)" if len(self.model.unknown) > 2 else "")
+            )
         plan = main_plan(self.model, self.target)
         self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-parts-")
         n_ops = len(self.model.subgraphs[0].operators)

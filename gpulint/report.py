@@ -8,7 +8,6 @@ bounded (`gpulint.text.clean`) before they reach the template, which escapes the
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from gpulint.check import FileResult, check_model
 from gpulint.fix import FixError, FixReport, fix_model, select_passes
 from gpulint.model import ModelError, read, to_bytes
 from gpulint.model.ir import Model
+from gpulint.model.litertlm import model_size
 from gpulint.output.rules import rule_doc
 from gpulint.passes import PassOptions
 from gpulint.rules.pack import Rule, builtin_rules
@@ -203,7 +203,7 @@ def build_section(path: str, settings: Settings, with_fix: bool, name: str | Non
     except OSError as e:
         return Built(error_section(name, e.strerror or str(e)), error=e.strerror or str(e))
     result = check_model(model, name, settings)
-    size = os.path.getsize(path)
+    size = model_size(path)
     summary, fix_error = None, None
     if with_fix:
         try:

@@ -152,3 +152,21 @@ def test_verify_runs_a_model_inside_the_bundle(two_models: Path) -> None:
     assert json.loads(result.stdout)["model"] == f"{two_models}#1"
     result = runner.invoke(app, ["verify", f"{two_models}#1", "--generate", "3"])
     assert result.exit_code == 0 and "tokens 1-3 agree" in result.stdout, result.output
+
+
+def test_fix_report_inspect_and_bench_take_a_model_inside_the_bundle(two_models: Path, tmp_path: Path) -> None:
+    member = f"{two_models}#1"
+    out = tmp_path / "copy.tflite"
+    result = runner.invoke(app, ["fix", member, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes() == to_bytes(decoder())  # unchanged: the member's own bytes, not the bundle's
+    size = len(to_bytes(decoder()))
+    assert f"{size:,} bytes" in runner.invoke(app, ["inspect", member]).stdout
+    assert runner.invoke(app, ["report", member, "-o", str(tmp_path / "r.html")]).exit_code == 0
+
+
+@needs_opencl()
+def test_bench_runs_a_model_inside_the_bundle(two_models: Path) -> None:
+    result = runner.invoke(app, ["bench", f"{two_models}#2", "--runs", "1", "--no-start"])
+    assert result.exit_code == 0, result.output
+    assert "LiteRT CPU interpreter" in result.stdout

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -176,10 +175,11 @@ def check(
         typer.echo("\n".join(render_statistics(results)), err=True)
     if html is not None:
         from gpulint.model import read
+        from gpulint.model.litertlm import model_size
         from gpulint.report import model_section
 
         sections = [
-            model_section(read(r.path), r, settings, os.path.getsize(r.path)) for r in results if r.error is None
+            model_section(read(r.path), r, settings, model_size(r.path)) for r in results if r.error is None
         ]
         common.write_report(html, sections)
 

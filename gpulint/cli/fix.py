@@ -11,6 +11,7 @@ import typer
 
 from gpulint.cli import common
 from gpulint.cli.common import EXIT_FINDINGS, TextOrJson, fail, split_csv, user_errors
+from gpulint.model.litertlm import model_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -131,7 +132,7 @@ def fix(
         from gpulint.model import to_bytes
         from gpulint.report import FixSummary, model_section
 
-        size = os.path.getsize(path)
+        size = model_size(path)
         summary = FixSummary(report, checked[0], checked[1], size, len(to_bytes(fixed)))
         common.write_report(html, [model_section(model, checked[0], settings, size, summary)])
     if verify:
@@ -142,7 +143,7 @@ def fix(
         return
     _write_fixed(path, output, fixed, report.changed, say=(lambda _: None) if as_json else typer.echo)
     if as_json:
-        sizes = (os.path.getsize(path), os.path.getsize(output))
+        sizes = (model_size(path), os.path.getsize(output))
         typer.echo(render_fix_json(path, report, hidden, str(output), sizes))
 
 
@@ -181,7 +182,7 @@ def _write_fixed(path: str, output: Path, fixed: Model, changed: bool, say: Call
             if changed:
                 write(fixed, output, allow_loss=False)
             else:
-                write_atomic(output, _chunks(Path(path)))
+                write_atomic(output, _source_chunks(path))
         except LossyWriteError as e:  # the input holds what this schema cannot write back
             fail(path, common.user_error(e) or "")
     info = describe_appended(fixed.appended)
@@ -191,12 +192,19 @@ def _write_fixed(path: str, output: Path, fixed: Model, changed: bool, say: Call
         say(f"{path}: copied to {output} unchanged")
         return
     # The size, always: a pass may grow a model (folding sparse or fp16 weights into float ones)
-    before, after = os.path.getsize(path), os.path.getsize(output)
+    before, after = model_size(path), os.path.getsize(output)
     growth = f", {(after - before) / before:+.0%}" if before else ""
     say(f"{path}: wrote {output} ({before:,} -> {after:,} bytes{growth})")
 
 
-def _chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+def _source_chunks(path: str, size: int = 1 << 20) -> Iterator[bytes]:
+    """The input's own bytes: the file's, or those of a model inside a LiteRT-LM bundle."""
+    from gpulint.model.litertlm import model_bytes
+
+    content = model_bytes(path)
+    if content is not None:
+        yield content
+        return
     with open(path, "rb") as f:
         while chunk := f.read(size):
             yield chunk

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -18,11 +17,12 @@ def inspect(
 ) -> None:
     """Show a model's subgraphs, inputs and outputs, op histogram, weights and metadata."""
     from gpulint.model import read
+    from gpulint.model.litertlm import model_size
     from gpulint.summary import render_text, summarize
 
     with user_errors(path):
         model = read(path)
-    summary = summarize(model, path, os.path.getsize(path))
+    summary = summarize(model, path, model_size(path))
     typer.echo(json.dumps(summary, indent=2) if as_json else render_text(summary))
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gpulint.executor.errors import ExecutorError
 from gpulint.model import schema
 from gpulint.model.ir import Model, Operator
 from gpulint.passes.edit import dequantize
@@ -70,6 +71,11 @@ class GraphView:
         if tensor.type in ("INT8", "UINT8", "INT16") and tensor.quantization is not None and tensor.quantization.scale:
             return dequantize(self.model, tensor)
         value = self.const(t)
+        if value is not None and list(value.shape) != [max(d, 0) for d in tensor.shape]:
+            # raw bytes (model.tensor_data): INT4 and other types numpy cannot view, sparse data
+            raise ExecutorError(
+                f"its constant `{tensor.name}` ({tensor.type}) is stored in a form the executor cannot read"
+            )
         return None if value is None else value.astype(np.float32)
 
 

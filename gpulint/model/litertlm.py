@@ -14,9 +14,9 @@ A member model is named `BUNDLE#N`, N its section index, wherever gpulint takes 
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 from flatbuffers import number_types as nt
 from flatbuffers.table import Table
@@ -39,7 +39,7 @@ class Section:
     model_type: str | None  # the section's `model_type` item, where it has one
 
 
-def is_bundle(path: str | Path) -> bool:
+def is_bundle(path: str | os.PathLike[str]) -> bool:
     return str(path).lower().endswith(SUFFIX)
 
 
@@ -68,7 +68,7 @@ def sections(data: bytes | mmap.mmap, what: str = "the bundle") -> list[Section]
     return out
 
 
-def models(path: str | Path) -> list[Section]:
+def models(path: str | os.PathLike[str]) -> list[Section]:
     """The TFLite model sections of the bundle at `path`."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         return [s for s in sections(m, str(path)) if s.data_type == TFLITE_MODEL]
@@ -89,9 +89,43 @@ def member_bytes(bundle: str, index: int) -> bytes:
     if hit is None:
         there = ", ".join(str(s.index) for s in found) or "none"
         raise ModelError(f"section {index} of {bundle} is no TFLite model (its TFLite sections: {there})")
+    return _read(bundle, hit)
+
+
+def model_bytes(path: str | os.PathLike[str]) -> bytes | None:
+    """The TFLite model's bytes where `path` names one inside a bundle (`BUNDLE#N`, or a bundle of
+    one model), for a runtime that opens files; None for any other path."""
+    found = _section_of(path)
+    return None if found is None else _read(*found)
+
+
+def model_size(path: str | os.PathLike[str]) -> int:
+    """The bytes of the model at `path`: a file's size, or its section's inside a bundle."""
+    found = _section_of(path)
+    return os.path.getsize(path) if found is None else found[1].end - found[1].begin
+
+
+def _section_of(path: str | os.PathLike[str]) -> tuple[str, Section] | None:
+    """(bundle, section) of the TFLite model `path` names inside a bundle; None for any other path."""
+    named = member(str(path)) if not os.path.exists(path) else None
+    if named is None and not (is_bundle(path) and os.path.isfile(path)):
+        return None
+    bundle = named[0] if named is not None else str(path)
+    found = models(bundle)
+    if named is not None:
+        hit = next((s for s in found if s.index == named[1]), None)
+    else:
+        hit = found[0] if len(found) == 1 else None
+    if hit is None:
+        there = ", ".join(f"{bundle}#{s.index}" for s in found) or "none"
+        raise ModelError(f"{path} names no single TFLite model of the bundle (its models: {there})")
+    return bundle, hit
+
+
+def _read(bundle: str, section: Section) -> bytes:
     with open(bundle, "rb") as f:
-        f.seek(hit.begin)
-        return f.read(hit.end - hit.begin)
+        f.seek(section.begin)
+        return f.read(section.end - section.begin)
 
 
 def _child(t: Table, slot: int) -> Table | None:

@@ -16,8 +16,21 @@ NUDGED = "--nudged"  # marks the next model as one to run on the inputs moved on
 FLAGS = (ALL_TENSORS, NOISE, NUDGED)
 
 
+def interpreter(model_path: str, **options: Any) -> Any:
+    """LiteRT's interpreter on the model at `model_path`: a file, or a model inside a LiteRT-LM
+    bundle (`BUNDLE#N`), which it is handed as bytes."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from gpulint.model.litertlm import model_bytes
+
+    content = model_bytes(model_path)
+    if content is not None:
+        return Interpreter(model_content=content, **options)
+    return Interpreter(model_path=model_path, **options)
+
+
 def child_main(src: str, args: list[str]) -> None:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from ai_edge_litert.interpreter import OpResolverType
 
     inputs = load_inputs(src)
     flags: set[str] = set()
@@ -30,7 +43,7 @@ def child_main(src: str, args: list[str]) -> None:
         every, noise = ALL_TENSORS in flags, NOISE in flags
         feed = _nudged(inputs) if NUDGED in flags else inputs
         flags = set()
-        it = fed(Interpreter(model_path=model_path, experimental_preserve_all_tensors=every), feed)
+        it = fed(interpreter(model_path, experimental_preserve_all_tensors=every), feed)
         it.invoke()
         if every:
             np.savez(dst, **_all_tensors(it))  # type: ignore[arg-type]
@@ -41,10 +54,10 @@ def child_main(src: str, args: list[str]) -> None:
         second = str(Path(dst).with_suffix(".second.npz"))
         try:
             builtin = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-            it = fed(Interpreter(model_path=model_path, experimental_op_resolver_type=builtin), inputs)
+            it = fed(interpreter(model_path, experimental_op_resolver_type=builtin), inputs)
             probe = BUILTIN_PROBE
         except (RuntimeError, ValueError) as e:
-            it = fed(Interpreter(model_path=model_path), _nudged(inputs))
+            it = fed(interpreter(model_path), _nudged(inputs))
             why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
             probe = f"XNNPACK vs XNNPACK on inputs one ulp away (builtin kernels refuse the model: {why})"
         it.invoke()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpulint.reference.child import fed, load_inputs
+from gpulint.reference.child import fed, interpreter, load_inputs
 from gpulint.reference.interpreter import spawn, time_limit
 
 
@@ -29,9 +29,7 @@ WARM_S = 0.3  # seconds of untimed invokes before timing
 def time_child(runs: int, threads: int, src: str, model_path: str, dst: str) -> None:
     import time
 
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = fed(Interpreter(model_path=model_path, num_threads=threads), load_inputs(src))
+    it = fed(interpreter(model_path, num_threads=threads), load_inputs(src))
     warm = time.perf_counter() + WARM_S  # as long as the executor's warm-up in gpulint.bench
     it.invoke()
     while time.perf_counter() < warm:
