@@ -51,6 +51,8 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fuzzing import find_seeds, mutate, problem, run_case, structure_positions, time_bound
@@ -108,11 +110,17 @@ def main() -> None:
             print(f"note: engine {engine} left out (it cannot verify the sample model here: {why})", file=sys.stderr)
             for k in names:
                 del commands[k]
-    # The seeds are read now: a converter cache may be rebuilt (its folder renamed) while this runs.
-    files = {p: p.read_bytes() for ps in corpora.values() for p in ps}
+    # The seeds are copied now (a converter cache may be rebuilt, its folder renamed, while this
+    # runs), and read back per case: kept in this process they would count in every case's peak
+    # RSS (a forked child's ru_maxrss starts at its parent's).
+    files: dict[Path, Path] = {}
+    for i, p in enumerate(p for ps in corpora.values() for p in ps):
+        files[p] = tmp / "seeds" / f"{i}.tflite"
+        files[p].parent.mkdir(exist_ok=True)
+        shutil.copyfile(p, files[p])
     print(f"seeds: {', '.join(f'{c} {len(ps)}' for c, ps in corpora.items())}; commands: {', '.join(commands)}")
 
-    seeds: dict[Path, tuple[bytes, list[int]]] = {}
+    positions: dict[Path, np.ndarray] = {}
     lock = threading.Lock()
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     busy: dict[str, float] = defaultdict(float)
@@ -121,15 +129,27 @@ def main() -> None:
     worst_rss = 0
     start = time.perf_counter()
 
+    def summary() -> None:
+        """Per command: cases, the rate of one process running them back to back, the slowest, outcomes."""
+        for name in commands:
+            n = sum(counts[name].values())
+            if n:
+                rate = n / busy[name] if busy[name] else 0.0
+                print(
+                    f"  {name:<24} {n:>6} cases, {rate:5.2f}/s in one process, slowest {slowest[name]:5.1f} s: "
+                    f"{dict(counts[name])}"
+                )
+        print(f"bad: {len(bad)}; peak RSS {worst_rss >> 20} MiB", flush=True)
+
     def one(case: int) -> None:
         nonlocal worst_rss
         rng = random.Random(f"{args.seed}/{case}")
         model = rng.choice(corpora[rng.choice(sorted(corpora))])
+        data = files[model].read_bytes()
         with lock:
-            if model not in seeds:
-                seeds[model] = (files[model], structure_positions(files[model]))
-            data, positions = seeds[model]
-        mutated, what = mutate(data, positions, rng)
+            if model not in positions:
+                positions[model] = structure_positions(data)
+        mutated, what = mutate(data, positions[model], rng)
         name = rng.choice(sorted(commands))
         path = tmp / f"case{case}.tflite"
         path.write_bytes(mutated)
@@ -154,7 +174,10 @@ def main() -> None:
                     kept.write_bytes(mutated)
             done = sum(sum(c.values()) for c in counts.values())
             if done % 100 == 0:
-                print(f"{done} cases, {len(bad)} bad, {time.perf_counter() - start:.0f} s", flush=True)
+                elapsed = time.perf_counter() - start
+                print(f"{done} cases, {len(bad)} bad, {elapsed:.0f} s: {done / elapsed:.2f} cases/s", flush=True)
+            if done % 1000 == 0:  # a long run's log has the table even if it is stopped
+                summary()
         for p in [path, *tmp.glob(f"out{case}.*")]:
             p.unlink(missing_ok=True)
 
@@ -164,15 +187,7 @@ def main() -> None:
     wall = time.perf_counter() - start
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(cases)} cases (seed {args.seed}, {args.jobs} jobs) in {wall:.0f} s: {len(cases) / wall:.2f} cases/s")
-    for name in commands:
-        n = sum(counts[name].values())
-        if n:
-            rate = n / busy[name] if busy[name] else 0.0
-            print(
-                f"  {name:<24} {n:>6} cases, {rate:5.2f}/s in one process, slowest {slowest[name]:5.1f} s: "
-                f"{dict(counts[name])}"
-            )
-    print(f"bad: {len(bad)}; peak RSS {worst_rss >> 20} MiB")
+    summary()
     sys.exit(1 if bad else 0)
 
 
