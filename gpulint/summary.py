@@ -166,11 +166,20 @@ def _by_count(item: tuple[tuple[str, int], int]) -> tuple[int, str, int]:
     return (-count, name, version)
 
 
+MAX_DIMS_SHOWN = 8  # a damaged file's shape can be a million dims long: one line, not megabytes
+
+
+def _dims(dims: list[int]) -> str:
+    if len(dims) <= MAX_DIMS_SHOWN:
+        return "[" + ", ".join(map(str, dims)) + "]"
+    return "[" + ", ".join(map(str, dims[:MAX_DIMS_SHOWN])) + f", ...] (rank {len(dims)})"
+
+
 def _shape(t: dict[str, Any]) -> str:
-    s = "[" + ", ".join(map(str, t["shape"])) + "]"
+    s = _dims(t["shape"])
     sig = t["shape_signature"]
     if sig is not None and sig != t["shape"]:
-        s += " signature [" + ", ".join(map(str, sig)) + "]"
+        s += " signature " + _dims(sig)
     return s
 
 

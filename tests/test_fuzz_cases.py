@@ -263,3 +263,19 @@ def test_verify_of_a_conv_with_an_absurd_stride_ends_cleanly(tmp_path: Path) -> 
     assert r.exit_code in (0, 1, 2, 3), r.output
     if r.exit_code == 2:
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_inspect_of_a_shape_thousands_of_dims_long_prints_one_short_line(tmp_path: Path) -> None:
+    """A damaged file's shape vector can hold a million dims: inspect printed every one (2.8 MB
+    for two tensors of rank 200,000); it shows eight and the rank."""
+    shape = [65535] * 10_000
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", shape)
+    g.output(g.op("MUL", [x, x], shape))
+    path = tmp_path / "long_shape.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    r = runner.invoke(app, ["inspect", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "[65535, 65535, 65535, 65535, 65535, 65535, 65535, 65535, ...] (rank 10000)" in r.stdout
+    assert len(r.stdout) < 2000
