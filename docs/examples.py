@@ -6,7 +6,8 @@ order, in a fresh folder of their own, so one example may use a file an earlier 
 starts with the models the examples name:
 
 - `demo-out/sample.tflite`: the sample model `make demo` (`gpulint demo`) writes (gpulint/sample.py);
-- `models/*.tflite`: small models made with gpulint.model.build (`MODELS` below).
+- `models/*.tflite`: small models made with gpulint.model.build (`MODELS` below);
+- `llm/decoder.tflite`: a tiny decoder with an LLM export's interface (gpulint.sample.sample_decoder).
 
 What varies between machines and runs is marked in the page, never normalised silently: `[...]` in a
 line matches any text within that line, and a line that is only `...` matches any number of lines
@@ -37,7 +38,7 @@ import numpy as np
 from gpulint.model import write
 from gpulint.model.build import ModelBuilder
 from gpulint.model.ir import Model
-from gpulint.sample import sample_model
+from gpulint.sample import sample_decoder, sample_model
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\S*)\s*$")
@@ -58,6 +59,8 @@ def softmax_by_hand() -> Model:
 
 # The models the examples use besides the sample, under models/ in each page's folder.
 MODELS: dict[str, Callable[[], Model]] = {"softmax_by_hand.tflite": softmax_by_hand}
+# A decoder with an LLM export's interface, in a folder of its own (the folder examples of models/ stay as they are).
+LLM_MODELS: dict[str, Callable[[], Model]] = {"decoder.tflite": sample_decoder}
 
 
 def write_models(folder: Path) -> None:
@@ -66,6 +69,9 @@ def write_models(folder: Path) -> None:
     (folder / "models").mkdir(exist_ok=True)
     for name, make in MODELS.items():
         write(make(), folder / "models" / name)
+    (folder / "llm").mkdir(exist_ok=True)
+    for name, make in LLM_MODELS.items():
+        write(make(), folder / "llm" / name)
 
 
 @dataclass
@@ -252,7 +258,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.models:
         write_models(args.models)
-        print(f"wrote {args.models}/demo-out/sample.tflite and {', '.join(f'models/{m}' for m in MODELS)}")
+        made = [f"models/{m}" for m in MODELS] + [f"llm/{m}" for m in LLM_MODELS]
+        print(f"wrote {args.models}/demo-out/sample.tflite and {', '.join(made)}")
         return 0
     stale: list[Stale] = []
     with tempfile.TemporaryDirectory(prefix="gpulint-example-cache-") as cache:
