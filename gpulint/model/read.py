@@ -38,6 +38,10 @@ from gpulint.model.ir import (
 
 FILE_IDENTIFIER = b"TFL3"
 TABLE_COST = 4  # the smallest table: its 4-byte offset to a (shared) vtable
+# numpy's largest ndim: a tensor of more dims cannot be an array here, and TFLite's kernels stop
+# at 6-8. A damaged file's shape vector can be a million long, and every element count, MAC and
+# byte estimate multiplies it out.
+MAX_RANK = 64
 
 
 class ModelError(Exception):
@@ -464,6 +468,9 @@ def _check_references(model: Model) -> None:
         for ti, t in enumerate(sg.tensors):
             if t.buffer >= nbuf:
                 raise bad(f"subgraph {si} tensor {ti}", "buffer index", t.buffer, nbuf, "buffers")
+            rank = max(len(t.shape), len(t.shape_signature or []))
+            if rank > MAX_RANK:
+                raise ModelError(f"subgraph {si} tensor {ti}: rank {rank}, past the {MAX_RANK} dims gpulint reads")
         for name, idx in (("input", sg.inputs), ("output", sg.outputs)):
             for i in idx:
                 if not 0 <= i < nt_:
