@@ -23,8 +23,8 @@ A case is bad when the command (tests/fuzzing.py `problem`)
 - ends on a signal, or with an exit code outside 0/1/2 (0-3 for verify: 3 is CPU-ONLY);
 - exits 2 with anything but exactly one `gpulint: error: ...` line on stderr;
 - is still running at its time bound, where it is killed with its process group: 30 s plus 2 s
-  per MB of model for inspect, check and report; 120 s plus 10 s per MB for fix, verify and
-  bench, which run the model;
+  per MB of model for inspect, check, report and fix --skip-proof; 120 s plus 10 s per MB for
+  fix, verify and bench, which run the model;
 - leaves a process running.
 Memory: every case runs under an RLIMIT_AS of 4 GiB per process (set on this runner, inherited;
 the peak RSS is reported). A limit of gpulint's own stopping a run (the LiteRT child's 1 GiB and
@@ -154,7 +154,7 @@ def main() -> None:
         path = tmp / f"case{case}.tflite"
         path.write_bytes(mutated)
         command = [a.format(out=tmp / f"out{case}") for a in commands[name]]
-        bound = time_bound(command[0], len(mutated))
+        bound = time_bound(command, len(mutated))
         out = run_case([gpulint, command[0], str(path), *command[1:]], bound, env)
         why = problem(command[0], out, bound)
         with lock:

@@ -88,10 +88,13 @@ def find_seeds(roots: list[Path], max_bytes: int | None = None) -> dict[str, lis
 QUICK = ("inspect", "check", "report")  # commands that read the model and never run it
 
 
-def time_bound(command: str, size: int) -> float:
-    """Seconds `gpulint COMMAND` may take on a model of `size` bytes: generous, since only a hang
-    should reach it (the slowest clean cases of a 10,000-case run took a tenth of it)."""
-    if command in QUICK:
+def time_bound(command: list[str], size: int) -> float:
+    """Seconds `gpulint COMMAND...` may take on a model of `size` bytes: generous, since only a
+    hang should reach it. A command that never runs the model (inspect, check, report, fix
+    --skip-proof) gets 30 s plus 2 s per MB; one that runs it (fix, verify, bench) 120 s plus 10 s
+    per MB (LiteRT's accelerator compiles its shaders on a first run: 30 s for selfie_segmentation
+    on this machine's software Vulkan, loaded)."""
+    if command[0] in QUICK or (command[0] == "fix" and "--skip-proof" in command):
         return 30.0 + 2.0 * size / 1e6
     return 120.0 + 10.0 * size / 1e6
 

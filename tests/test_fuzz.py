@@ -104,7 +104,7 @@ def test_mutated_models_through_verify_and_bench(tmp_path: Path, engine: str) ->
         path = tmp_path / f"{case}.tflite"
         path.write_bytes(mutated)
         command = rng.choice(commands)
-        bound = time_bound(command[0], len(mutated))
+        bound = time_bound(command, len(mutated))
         out = run_case([gpulint, command[0], str(path), *command[1:]], bound, env)
         assert problem(command[0], out, bound) is None, (what, command, out.rc, out.stderr[-2000:])
 
