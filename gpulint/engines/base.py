@@ -4,6 +4,9 @@ each (gpulint.compare, check's plan through partitioned.main_plan)."""
 
 from __future__ import annotations
 
+import selectors
+import subprocess
+import time
 from typing import Any, Protocol
 
 import numpy as np
@@ -53,3 +56,21 @@ def part_json(model: Model, kind: str, ops: list[int], ran_on: str) -> dict[str,
 def gpu_op_count(parts: list[dict[str, Any]]) -> int:
     """How many ops ran on the GPU side, from an engine's parts."""
     return sum(int(p.get("op_count", len(p["ops"]))) for p in parts if p["kind"] == "gpu")
+
+
+def child_answer(proc: subprocess.Popen[str], who: str, step: str, limit: float) -> str:
+    """A child engine's next protocol line (one starting "@@"), or "" at its end (a crash); a hang past
+    `limit` seconds kills it: "`who` did not finish its `step` within ..."."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + limit
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            proc.kill()
+            raise EngineError(f"{who} did not finish its {step} within {limit:.0f} s")
+        if sel.select(timeout=min(left, 5.0)):
+            line = proc.stdout.readline()
+            if line.startswith("@@") or not line:
+                return line.rstrip("\n")

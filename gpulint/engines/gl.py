@@ -20,18 +20,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from gpulint.cache import cache_dir
-from gpulint.engines.base import EngineError, EngineUnavailable, part_json, plan_parts
+from gpulint.engines.base import EngineError, EngineUnavailable, child_answer, part_json, plan_parts
 from gpulint.engines.gl_child import PIN
 from gpulint.model.ir import Model
 from gpulint.text import clean
@@ -180,19 +178,7 @@ class GlEngine:
 
     def _answer(self, step: str) -> str:
         """The child's next protocol line, or "" at its end (a crash); a hang past STEP_LIMIT kills it."""
-        assert self._proc.stdout is not None
-        sel = selectors.DefaultSelector()
-        sel.register(self._proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + STEP_LIMIT
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._proc.kill()
-                raise EngineError(f"the GL delegate did not finish its {step} within {STEP_LIMIT:.0f} s")
-            if sel.select(timeout=min(left, 5.0)):
-                line = self._proc.stdout.readline()
-                if line.startswith("@@") or not line:
-                    return line.rstrip("\n")
+        return child_answer(self._proc, "the GL delegate", step, STEP_LIMIT)
 
     def _failure(self, answer: str) -> Exception:
         """The sentence for a child that answered an error, or ended."""

@@ -20,18 +20,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from gpulint.cache import cache_dir
-from gpulint.engines.base import EngineError, EngineUnavailable, part_json, plan_parts
+from gpulint.engines.base import EngineError, EngineUnavailable, child_answer, part_json, plan_parts
 from gpulint.model.ir import Model
 from gpulint.text import clean
 
@@ -190,20 +188,8 @@ class LiteRtGpuEngine:
         return [sig_pos.index(k) for k in range(len(sig_pos))]
 
     def _answer(self, step: str) -> str:
-        """The child's next line, or its end: a crash, a hang past STEP_LIMIT."""
-        assert self._proc.stdout is not None
-        sel = selectors.DefaultSelector()
-        sel.register(self._proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + STEP_LIMIT
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._proc.kill()
-                raise EngineError(f"LiteRT's GPU accelerator did not finish its {step} within {STEP_LIMIT:.0f} s")
-            if sel.select(timeout=min(left, 5.0)):
-                line = self._proc.stdout.readline()
-                if line.startswith("@@") or not line:
-                    return line.rstrip("\n")
+        """The child's next protocol line, or "" at its end (a crash); a hang past STEP_LIMIT kills it."""
+        return child_answer(self._proc, "LiteRT's GPU accelerator", step, STEP_LIMIT)
 
     def _failure(self, answer: str) -> Exception:
         """The sentence for a child that answered an error, or ended."""

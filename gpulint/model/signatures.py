@@ -40,14 +40,8 @@ def as_main(model: Model, key: str) -> Model:
     sigs.sort(key=lambda s: s.signature_key != key)
     if k == 0:
         return out
-    new_index = {0: k, k: 0}
     out.subgraphs[0], out.subgraphs[k] = out.subgraphs[k], out.subgraphs[0]
-    for sg in out.subgraphs:
-        for op in sg.operators:
-            for opts in (op.builtin_options, op.builtin_options_2):
-                _renumber(opts, new_index)
-    for s in out.signature_defs or []:
-        s.subgraph_index = new_index.get(s.subgraph_index, s.subgraph_index)
+    _renumber_all(out, {0: k, k: 0})
     return out
 
 
@@ -91,13 +85,18 @@ def drop_subgraphs(model: Model) -> int:
     new_index = {old: new for new, old in enumerate(keep)}
     dropped = len(model.subgraphs) - len(keep)
     model.subgraphs = [model.subgraphs[i] for i in keep]
+    _renumber_all(model, new_index)
+    return dropped
+
+
+def _renumber_all(model: Model, new_index: dict[int, int]) -> None:
+    """Every subgraph reference (op options, signature defs) through `new_index` (old -> new)."""
     for sg in model.subgraphs:
         for op in sg.operators:
             for opts in (op.builtin_options, op.builtin_options_2):
                 _renumber(opts, new_index)
     for s in model.signature_defs or []:
         s.subgraph_index = new_index.get(s.subgraph_index, s.subgraph_index)
-    return dropped
 
 
 def _references(opts: Options | None) -> Iterator[tuple[str, int | list[int]]]:
