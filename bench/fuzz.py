@@ -20,7 +20,8 @@ so `--case N` repeats one; `--keep DIR` keeps each bad case's mutated model.
 A case is bad when the command (tests/fuzzing.py `problem`)
 - prints a traceback (GPULINT_TRACEBACK=1 is set, so the CLI's catch-all shows a bug as one) or
   an `internal error` line;
-- ends on a signal, or with an exit code outside 0/1/2 (0-3 for verify: 3 is CPU-ONLY);
+- ends on a signal, or with an exit code outside 0/1/2 (0-4 for verify: 3 is CPU-ONLY, 4
+  INCONCLUSIVE);
 - exits 2 with anything but exactly one `gpulint: error: ...` line on stderr;
 - is still running at its time bound, where it is killed with its process group: 30 s plus 2 s
   per MB of model for inspect, check, report and fix --skip-proof; 120 s plus 10 s per MB for
@@ -73,6 +74,7 @@ COMMANDS = {
     "bench": ["bench", "--runs", "2", "--no-start", "--format", "json"],
 }
 ADDRESS_SPACE = 4 << 30
+OUTCOMES = {0: "ok", 1: "findings", 2: "clean error", 3: "cpu-only", 4: "inconclusive"}  # verify's 3 and 4
 
 
 def engine_missing(gpulint: str, command: list[str], sample: Path, env: dict[str, str]) -> str | None:
@@ -161,7 +163,7 @@ def main() -> None:
             worst_rss = max(worst_rss, out.rss)
             busy[name] += out.seconds
             slowest[name] = max(slowest[name], out.seconds)
-            counts[name]["bad" if why else {0: "ok", 1: "findings", 2: "clean error", 3: "cpu-only"}[out.rc]] += 1
+            counts[name]["bad" if why else OUTCOMES[out.rc]] += 1
             if why:
                 kept = args.keep / f"fuzz-{args.seed}-{case}.tflite" if args.keep else path
                 bad.append(

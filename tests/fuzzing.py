@@ -144,8 +144,8 @@ def _kill_group(pgid: int) -> bool:
 
 def problem(command: str, out: Outcome, bound: float) -> str | None:
     """Why a run of `gpulint COMMAND` is bad, or None: it ran past its bound, printed a traceback
-    or an internal-error line, ended on a signal or with an exit code outside 0/1/2 (0-3 for
-    verify: 3 is CPU-ONLY), exited 2 with anything but one `gpulint: error:` line, or left a
+    or an internal-error line, ended on a signal or with an exit code outside 0/1/2 (0-4 for
+    verify: 3 is CPU-ONLY, 4 INCONCLUSIVE), exited 2 with anything but one `gpulint: error:` line, or left a
     process running. Memory is bounded by the caller (bench/fuzz.py: RLIMIT_AS): a run stopped by
     that bound alone shows as a traceback (MemoryError) or a signal."""
     lines = [ln for ln in out.stderr.splitlines() if ln.strip() and not ln.startswith(("INFO:", "WARNING:"))]
@@ -157,7 +157,7 @@ def problem(command: str, out: Outcome, bound: float) -> str | None:
         return "internal error"
     if out.rc < 0:
         return f"signal {signal.Signals(-out.rc).name}"
-    if out.rc not in ((0, 1, 2, 3) if command == "verify" else (0, 1, 2)):
+    if out.rc not in ((0, 1, 2, 3, 4) if command == "verify" else (0, 1, 2)):
         return f"exit code {out.rc}"
     if out.rc == 2 and (len(lines) != 1 or not lines[0].startswith("gpulint: error: ")):
         return f"exit 2 with {len(lines)} stderr lines"

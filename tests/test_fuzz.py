@@ -118,6 +118,8 @@ def test_the_fuzz_judge_tells_bad_runs_from_clean_ones() -> None:
     assert judged("print('ok')") is None
     assert judged("import sys; print('gpulint: error: x.tflite: bad', file=sys.stderr); sys.exit(2)") is None
     assert judged("import sys; sys.exit(3)", "verify") is None  # CPU-ONLY
+    assert judged("import sys; sys.exit(4)", "verify") is None  # INCONCLUSIVE
+    assert judged("import sys; sys.exit(5)", "verify") == "exit code 5"
     assert judged("import sys; sys.exit(3)") == "exit code 3"
     assert judged("import sys; print('a', file=sys.stderr); print('b', file=sys.stderr); sys.exit(2)") == (
         "exit 2 with 2 stderr lines"

@@ -256,6 +256,10 @@ def test_a_window_whose_output_disagrees_with_its_stride_is_refused() -> None:
         pads(x, [1, 8, 8, 4], (3, 3), (0, 1), (1, 1), "SAME")
     with pytest.raises(ExecutorError, match="dilation 2147483647"):
         pads(x, [1, 8, 8, 4], (3, 3), (1, 1), (2**31 - 1, 1), "SAME")
+    # seed 50, case 1409 of the 10,000-case run: a fuzzed odd_channels_56_int8 MAX_POOL_2D whose
+    # output became [2] (IndexError in the window check, and in the padding before it)
+    with pytest.raises(ExecutorError, match="a window from rank 4 to rank 1"):
+        pads(x, [2], (2, 2), (2, 2), (1, 1), "VALID")
 
 
 @needs_opencl()
@@ -270,7 +274,7 @@ def test_verify_of_a_conv_with_an_absurd_stride_ends_cleanly(tmp_path: Path) -> 
     path.write_bytes(to_bytes(mb.build()))
     r = runner.invoke(app, ["verify", str(path), "--no-cache"])
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    assert r.exit_code in (0, 1, 2, 3), r.output
+    assert r.exit_code in (0, 1, 2, 3, 4), r.output
     if r.exit_code == 2:
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
@@ -288,3 +292,20 @@ def test_inspect_of_a_shape_of_64_dims_prints_one_short_line(tmp_path: Path) -> 
     assert r.exit_code == 0, r.output
     assert "[65535, 65535, 65535, 65535, 65535, 65535, 65535, 65535, ...] (rank 64)" in r.stdout
     assert len(r.stdout) < 2000
+
+
+@needs_opencl()
+def test_verify_of_a_pool_to_rank_1_ends_cleanly(tmp_path: Path) -> None:
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 8, 8, 4])
+    options = dict(padding="VALID", stride_w=2, stride_h=2, filter_width=2, filter_height=2)
+    g.output(g.op("MAX_POOL_2D", [x], [2], options=options))
+    path = tmp_path / "pool_to_rank1.tflite"
+    path.write_bytes(to_bytes(mb.build()))
+    for precision in ("fp32", "fp16"):
+        r = runner.invoke(app, ["verify", str(path), "--no-cache", "--precision", precision])
+        assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+        assert r.exit_code in (0, 1, 2, 3, 4), r.output
+        if r.exit_code == 2:
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -120,6 +120,8 @@ def check_window(
     (ComputeOutSize): the kernels index the input from the output, so a damaged file's stride of
     1868783461 beside the output it had before read far outside the input (a crash under a memory
     limit, garbage without one). The op then runs on the CPU, as any op the executor refuses."""
+    if len(xs) != 4 or len(ys) != 4:
+        raise ExecutorError(f"a window from rank {len(xs)} to rank {len(ys)}: NHWC (rank 4) both")
     for axis, name in ((1, "height"), (2, "width")):
         size, out, k, s, d = xs[axis], ys[axis], kernel[axis - 1], stride[axis - 1], dilation[axis - 1]
         if s < 1 or d < 1 or (k - 1) * d >= 2**31 - size:
