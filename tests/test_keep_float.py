@@ -88,4 +88,5 @@ def test_transformer_block_attention_is_left_in_float(tmp_path: Path) -> None:
     kept = [line for line in r.stdout.splitlines() if "keep in float:" in line]
     assert len(kept) == 1 and "BATCH_MATMUL (op 7) reaches 1.34e+05" in kept[0], r.stdout
     assert "and SOFTMAX (op 8) after it reads such values" in kept[0]
-    assert "31 of 44 ops on the GPU instead of 44" in kept[0]
+    # --unsafe-fixes runs tile-broadcast too, whose 2 TILEs (GPU807, ops 23 and 37) make it 46 ops
+    assert "34 of 46 ops on the GPU instead of 46" in kept[0]

@@ -77,9 +77,9 @@ def test_hook_runs_under_pre_commit(tmp_path: Path) -> None:
 
 
 def readme_config() -> str:
-    """The `.pre-commit-config.yaml` block of README's pre-commit section, as a user pastes it."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### pre-commit") :]
+    """The first `.pre-commit-config.yaml` block of the pre-commit guide (docs/guides/pre-commit.md,
+    where README's pre-commit section moved), as a user pastes it."""
+    section = (ROOT / "docs" / "guides" / "pre-commit.md").read_text()
     return section[section.index("```yaml\n") + len("```yaml\n") : section.index("\n```", section.index("```yaml"))]
 
 

@@ -37,9 +37,13 @@ def fix(
             "scaled-variance (squares of values scaled by 2^-k, undone after the root; k from --inputs or the "
             "graph's bounds), split-reduction (a long SUM/MEAN in two levels whose partial sums stay in half's "
             "range), scale-logits (an attention's 1/sqrt(d) applied to the query before BATCH_MATMUL, not to the "
-            "product after it); and dense-grouped-conv (a grouped CONV_2D given block-diagonal dense weights, which "
-            "the OpenGL backend builds and computes right: GPU806; costs the group count in weights and MACs). "
-            "docs/commands/fix.md: what each does."
+            "product after it); and, for a runtime defect, dense-grouped-conv (a grouped CONV_2D given block-diagonal "
+            "dense weights, which the OpenGL backend builds and computes right: GPU806; costs the group count in "
+            "weights and MACs), tile-broadcast (a runtime operand TILEd to a constant's shape before the elementwise "
+            "op the OpenGL backend computes wrong: GPU807), rank4 (RESHAPEs to 4-D around the ops LiteRT's "
+            "accelerator lays out wrong below rank 4: GPU802-804, GPU808) and inline-composites (STABLEHLO_COMPOSITE "
+            "ops replaced by their decompositions, on which LiteRT 2.3's accelerator dies). docs/commands/fix.md: "
+            "what each does."
         ),
     ] = None,
     unsafe_fixes: Annotated[

@@ -13,7 +13,7 @@ import typer
 
 from gpulint.cli import common
 from gpulint.cli.common import EXIT_USAGE, fail, user_errors
-from gpulint.cli.verify import ENGINE_NAMES, EngineChoice
+from gpulint.cli.verify import EngineChoice, engine_names
 from gpulint.fanout import run_each
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def report(
             p,
             settings,
             with_fix,
-            ENGINE_NAMES if engine is EngineChoice.all else [engine.value],
+            engine_names(engine),
             [x.value for x in precision or [common.Precision.fp32]],
             vtarget,
             not no_cache,

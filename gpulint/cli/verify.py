@@ -49,6 +49,16 @@ class EngineChoice(StrEnum):
 ENGINE_NAMES = ["opencl", "litert-gpu", "gl"]  # --engine all: each, in this order
 
 
+def engine_names(choice: EngineChoice) -> list[str]:
+    """The engines a choice runs: `all` is every engine this install has (gl only with gpulint[gl],
+    an optional extra whose absence is no error of the user's here)."""
+    if choice is not EngineChoice.all:
+        return [choice.value]
+    from gpulint.engines.gl import installed
+
+    return [e for e in ENGINE_NAMES if e != "gl" or installed()]
+
+
 @dataclass
 class Attempt:
     """A verification's result, or why it could not run and which file that concerns."""
@@ -217,7 +227,8 @@ def verify(
         typer.Option(
             help="What runs the GPU side: opencl (gpulint's executor emulating the classic delegate, any OpenCL "
             "device), litert-gpu (LiteRT's real GPU accelerator, ML Drift on WebGPU: fp32 and fp16), gl (the real "
-            "classic delegate's OpenGL backend, from gpulint[gl]: fp32 and fp16), all (each, side by side)."
+            "classic delegate's OpenGL backend, from gpulint[gl]: fp32 and fp16), all (each installed here, side by "
+            "side; gl where gpulint[gl] is)."
         ),
     ] = EngineChoice.opencl,
     export_repro: Annotated[
@@ -299,7 +310,7 @@ def verify(
         export_repro=export_repro,
         signature=signature,
     )
-    engines = ENGINE_NAMES if engine is EngineChoice.all else [engine.value]
+    engines = engine_names(engine)
     if generate is not None:
         raise typer.Exit(run_generation(template, engines, device, generate, output_format is TextOrJson.json, stop))
     models = [p for p, err in found if err is None]

@@ -51,6 +51,16 @@ def python() -> str:
     return os.environ.get(PYTHON_ENV) or sys.executable
 
 
+def installed() -> bool:
+    """Whether the Python the engine runs has the pinned mediapipe wheel (its metadata, nothing imported)."""
+    ask = "import importlib.metadata as m; print(m.version('mediapipe'))"
+    try:
+        out = subprocess.run([python(), "-c", ask], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == PIN
+
+
 class GlEngine:
     """`GlEngine(model, path, precision, target).run(inputs)` -> the main subgraph's outputs."""
 

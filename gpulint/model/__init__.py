@@ -1,5 +1,6 @@
 """The model IR and its .tflite reader and writer: `read(path) -> Model`, `write(model, path)`."""
 
+from gpulint.model.errors import ModelError
 from gpulint.model.ir import (
     Buffer,
     DimensionMetadata,
@@ -17,7 +18,7 @@ from gpulint.model.ir import (
     TensorMap,
     VariantSubType,
 )
-from gpulint.model.read import ModelError, read, read_buffer
+from gpulint.model.read import read, read_buffer
 from gpulint.model.write import LossyWriteError, to_bytes, write
 
 __all__ = [

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from flatbuffers import number_types as nt
 from flatbuffers.table import Table
 
-from gpulint.model.read import ModelError
+from gpulint.model.errors import ModelError
 
 MAGIC = b"LITERTLM"
 HEADER_BEGIN = 32

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulint.model import schema
+from gpulint.model.errors import ModelError
 from gpulint.model.ir import (
     Buffer,
     DimensionMetadata,
@@ -44,8 +45,6 @@ TABLE_COST = 4  # the smallest table: its 4-byte offset to a (shared) vtable
 MAX_RANK = 64
 
 
-class ModelError(Exception):
-    """The input cannot be read as a model. The message is for the user, without the path."""
 
 
 def read(path: str | os.PathLike[str]) -> Model:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from gpulint.model.errors import ModelError
 from gpulint.model.ir import Model, Options, clone
-from gpulint.model.read import ModelError
 
 
 def keys(model: Model) -> list[str]:
