@@ -178,9 +178,7 @@ def check(
         from gpulint.model.litertlm import model_size
         from gpulint.report import model_section
 
-        sections = [
-            model_section(read(r.path), r, settings, model_size(r.path)) for r in results if r.error is None
-        ]
+        sections = [model_section(read(r.path), r, settings, model_size(r.path)) for r in results if r.error is None]
         common.write_report(html, sections)
 
     if any(r.error is not None for r in results):

@@ -45,8 +45,6 @@ TABLE_COST = 4  # the smallest table: its 4-byte offset to a (shared) vtable
 MAX_RANK = 64
 
 
-
-
 def read(path: str | os.PathLike[str]) -> Model:
     """Read a .tflite file, or a TFLite model inside a LiteRT-LM bundle (`BUNDLE#N`, or the bundle
     itself where it holds one). Raises ModelError with a one-line reason for anything malformed."""
