@@ -1,7 +1,7 @@
 """Fuzz gpulint with mutated corpus models: every command must succeed or fail cleanly.
 
     .venv/bin/python bench/fuzz.py [--cases 300] [--seed 0] [--jobs 1] [--root DIR ...]
-                                   [--command NAME ...] [--case N] [--keep DIR]
+                                   [--command NAME ...] [--case N] [--start N] [--keep DIR]
 
 Seeds: every *.tflite under each root (default: ../shared/models, and .converter-cache, where
 `make converters` builds the torch, torch-half, yolo and generative corpora); a missing root is
@@ -15,7 +15,8 @@ runs one command on it as a process of its own: `inspect`, `check --format json`
 on each engine present (the OpenCL executor and LiteRT's GPU accelerator, each at fp32 and fp16;
 an engine that cannot verify the sample model here is left out, with a note) and `bench`.
 Case N of seed S is the same on every run over the same seed files (a random.Random of its own),
-so `--case N` repeats one; `--keep DIR` keeps each bad case's mutated model.
+so `--case N` repeats one and `--start N` runs the rest of a stopped run; `--keep DIR` keeps
+each bad case's mutated model.
 
 A case is bad when the command (tests/fuzzing.py `problem`)
 - prints a traceback (GPULINT_TRACEBACK=1 is set, so the CLI's catch-all shows a bug as one) or
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--root", type=Path, action="append", help="seed folder (repeatable)")
     ap.add_argument("--command", action="append", choices=sorted(COMMANDS), help="only these (repeatable)")
     ap.add_argument("--case", type=int, help="run this one case")
+    ap.add_argument("--start", type=int, default=0, help="run cases START..CASES-1 (a stopped run's rest)")
     ap.add_argument("--keep", type=Path, help="copy each bad case's mutated model here")
     args = ap.parse_args()
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
@@ -195,7 +197,7 @@ def main() -> None:
         for p in [path, *tmp.glob(f"out{case}.*")]:
             p.unlink(missing_ok=True)
 
-    cases = [args.case] if args.case is not None else list(range(args.cases))
+    cases = [args.case] if args.case is not None else list(range(args.start, args.cases))
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(one, cases))
     wall = time.perf_counter() - start
