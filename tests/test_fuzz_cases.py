@@ -25,7 +25,7 @@ from gpulint.cli import app
 from gpulint.executor import movement
 from gpulint.executor.context import pads
 from gpulint.executor.errors import ExecutorError
-from gpulint.model import to_bytes
+from gpulint.model import to_bytes, write
 from gpulint.model.build import ModelBuilder
 from gpulint.rules.partition import MAX_ESTIMATE
 
@@ -309,3 +309,22 @@ def test_verify_of_a_pool_to_rank_1_ends_cleanly(tmp_path: Path) -> None:
         assert r.exit_code in (0, 1, 2, 3, 4), r.output
         if r.exit_code == 2:
             assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@needs_opencl()
+def test_an_op_without_outputs_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """10,000-case run at 3b0f39d, case 4327: a u32 zeroed in palm_detection_lite made an ADD's output
+    vector empty, and the executor's fusion planning indexed its first output (IndexError). Now such an
+    op is one the executor cannot lower, and the interpreter's own refusal is the one line."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    y = g.op("RELU", [x], [1, 4, 4, 8])
+    g.op("ADD", [y, y], out=[])
+    g.output(y)
+    path = tmp_path / "no_output.tflite"
+    write(mb.build(), path)
+    result = CliRunner().invoke(app, ["verify", str(path), "--no-cache"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "NumOutputs(node) != 1" in result.stderr

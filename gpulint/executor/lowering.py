@@ -53,6 +53,8 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
             cx.buffers.release_after(oi)
             continue
         try:
+            if not op.outputs:  # a malformed op (a damaged file): nothing to compute into
+                raise ExecutorError(f"{name} has no output")
             this = cx.view.op(oi)  # its options and activation: a bad activation is a ValueError, not a gap
             lowering = LOWER.get(name)
             if lowering is None:
