@@ -207,3 +207,24 @@ def test_bench_one_signature(tmp_path: Path) -> None:
     write(conv_model(), conv)
     bad = runner.invoke(app, ["bench", str(conv), "--generate"])
     assert bad.exit_code == 2 and "needs a prefill and a decode signature" in bad.stderr
+
+
+def test_a_signature_is_never_run_from_a_copy_that_drops_fields(tmp_path: Path) -> None:
+    """A model whose fields the installed schema does not know (an int4 blockwise quantization, say):
+    the signature's copy would lose them and the CPU would run another model, so it is one error line."""
+    from helpers import root, table_field_pos
+
+    from gpulint.model import to_bytes
+
+    data = bytearray(to_bytes(decoder()))
+    data[table_field_pos(root(data).Subgraphs(1).Operators(0), 10)] = 250  # Operator.builtin_options_type
+    path = tmp_path / "unknown.tflite"
+    path.write_bytes(bytes(data))
+    for args in (
+        ["verify", "--signature", "decode"],
+        ["verify", "--generate", "2"],
+        ["bench", "--signature", "decode"],
+    ):
+        result = runner.invoke(app, [args[0], str(path), *args[1:]])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.count("\n") == 1 and "writing would drop" in result.stderr, (args, result.stderr)

@@ -122,11 +122,11 @@ def signature_files(req: Request, original: Model, candidate: Model) -> Iterator
     with tempfile.TemporaryDirectory(prefix="gpulint-signature-") as tmp:
         main_original = main(original)
         model_path = Path(tmp, "original.tflite")
-        write(main_original, model_path, allow_loss=True)
+        write(main_original, model_path)  # never a copy that drops what the schema does not know
         main_candidate, candidate_path = main_original, None
         if req.candidate_path is not None:
             main_candidate, candidate_path = main(candidate), Path(tmp, "candidate.tflite")
-            write(main_candidate, candidate_path, allow_loss=True)
+            write(main_candidate, candidate_path)
         yield replace(req, model_path=model_path, candidate_path=candidate_path), main_original, main_candidate
 
 

@@ -139,6 +139,7 @@ class Interface:
     outputs: list[str]
     shapes: dict[str, list[int]]
     dtypes: dict[str, np.dtype]
+    tensors: dict[str, int]  # input name -> its tensor in the signature's subgraph
 
     @classmethod
     def of(cls, model: Model, key: str) -> Interface:
@@ -153,7 +154,7 @@ class Interface:
             if dtype is None:
                 raise GenerationError(f"signature {key!r}: input {name!r} has type {tensor.type}")
             shapes[name], dtypes[name] = [max(d, 1) for d in tensor.shape], dtype
-        return cls(key, ins, outs, shapes, dtypes)
+        return cls(key, ins, outs, shapes, dtypes, dict(zip(ins, main.inputs, strict=True)))
 
     def role(self, name: str) -> str:
         low = name.lower()
@@ -190,14 +191,14 @@ def pick_signatures(model: Model) -> tuple[str, str]:
 class Side:
     """One side of the generation: the CPU interpreter on a model, or an engine on it, per signature."""
 
-    def __init__(self, model: Model, path: Path, keys_: tuple[str, str], tmp: str, label: str) -> None:
+    def __init__(self, model: Model, keys_: tuple[str, str], tmp: str, label: str) -> None:
         self.model = model
         self.paths: dict[str, Path] = {}
         self.models: dict[str, Model] = {}
         for key in keys_:
             self.models[key] = as_main(model, key)
             self.paths[key] = Path(tmp, f"{label}-{key}.tflite")
-            write(self.models[key], self.paths[key], allow_loss=True)
+            write(self.models[key], self.paths[key])  # a model the schema cannot write whole is an error
 
     def cpu(self, key: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return reference.run(self.paths[key], inputs)
@@ -213,7 +214,7 @@ def generate(req: Request, original: Model, candidate: Model, device: Device | N
         raise GenerationError(f"signature {prefill!r} has no tokens input (its inputs: {', '.join(pre.inputs)})")
     rng = np.random.default_rng(req.seed)
     prefill_len = pre.shapes[tokens_in][-1]
-    vocab = _vocabulary(original, prefill, tokens_in)
+    vocab = _vocabulary(original, pre, tokens_in)
     prompt = [int(x) for x in rng.integers(0, vocab, prefill_len + 1)]
     cache_len = _cache_length(dec)
     if prefill_len + steps > cache_len:
@@ -231,12 +232,8 @@ def generate(req: Request, original: Model, candidate: Model, device: Device | N
         prompt,
     )
     with tempfile.TemporaryDirectory(prefix="gpulint-generate-") as tmp:
-        cpu = Side(original, req.model_path, (prefill, decode), tmp, "original")
-        eng = (
-            cpu
-            if candidate is original
-            else Side(candidate, req.candidate_path or req.model_path, (prefill, decode), tmp, "candidate")
-        )
+        cpu = Side(original, (prefill, decode), tmp, "original")
+        eng = cpu if candidate is original else Side(candidate, (prefill, decode), tmp, "candidate")
         engines: dict[str, Engine] = {}
         try:
             for key in (prefill, decode):
@@ -327,11 +324,10 @@ def _feed(
     return out
 
 
-def _vocabulary(model: Model, key: str, tokens_in: str) -> int:
+def _vocabulary(model: Model, sig: Interface, tokens_in: str) -> int:
     """How many token ids the embedding reads (the graph's own bound on the tokens input)."""
-    main = as_main(model, key)
-    index = next(t for t, name in _names(model, key).items() if name == tokens_in and t in main.subgraphs[0].inputs)
-    r = integer_range(main, index)
+    key = sig.key
+    r = integer_range(as_main(model, key), sig.tensors[tokens_in])
     if not r.source:
         raise GenerationError(f"nothing in signature {key!r} says how many token ids {tokens_in!r} takes")
     return r.high + 1
