@@ -569,7 +569,26 @@ def issue_47_graphs() -> list[Case]:
     # the embedding table: a constant builds, an fp16 one behind a DEQUANTIZE is refused (the int8 one
     # and a graph input kill the accelerator: test_oracle_litert's deaths)
     out += [graph(f"EMBEDDING_LOOKUP-{kind}-table", embedding(kind)) for kind in ("const", "dequant-fp16")]
+    # a BOOL TILE inside the graph (from a comparison) and at its input: LiteRT 2.3 refuses both (#49)
+    out += [graph(f"TILE-bool-{where}", bool_tile(where == "internal")) for where in ("internal", "input")]
     return out
+
+
+def bool_tile(internal: bool) -> Callable[[SubgraphBuilder], int]:
+    def build(g: SubgraphBuilder) -> int:
+        x = g.input("x", [1, 2, 2, 4])
+        if internal:
+            b = g.op("LESS", [x, g.const("z", np.zeros((1, 2, 2, 4), np.float32))], [1, 2, 2, 4], dtype="BOOL")
+        else:
+            b = g.input("b", [1, 2, 2, 4], "BOOL")
+        t = g.op("TILE", [b, g.const("m", np.array([1, 2, 2, 1], np.int32))], [1, 4, 4, 4], dtype="BOOL")
+        one, zero = (
+            g.const("one", np.ones((1, 4, 4, 4), np.float32)),
+            g.const("zero", np.zeros((1, 4, 4, 4), np.float32)),
+        )
+        return g.op("SELECT_V2", [t, one, zero], [1, 4, 4, 4])
+
+    return build
 
 
 def embedding(table: str) -> Callable[[SubgraphBuilder], int]:
