@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 from conftest import CORPUS, NO_CORPUS
+from referencing import Registry, Resource
 
 from gpulint.output.rules import render_rule
 from gpulint.rules.catalog import Rule
@@ -257,6 +258,19 @@ def test_fix_verify_bench_json_hold_to_their_schemas(models: Path) -> None:
     assert several["counts"]["ERROR"] == 1
     bench = _json(models, "bench", "fixed.tflite", "--runs", "2", "--no-start")
     jsonschema.validate(bench, _schema("bench"))
+
+
+def test_generation_json_holds_to_its_schema(models: Path) -> None:
+    """verify --generate and bench --generate on the examples' decoder; bench's steps by bench.json."""
+    schema = _schema("generate")
+    bench = _schema("bench")
+    registry = Registry().with_resource(bench["$id"], Resource.from_contents(bench))  # generate.json refs it
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    generation = _json(models, "verify", "llm/decoder.tflite", "--generate", "3")
+    validator.validate(generation)
+    assert generation["status"] == "PASS" and len(generation["steps"]) == 3
+    timing = _json(models, "bench", "llm/decoder.tflite", "--generate", "--runs", "1", "--no-start")
+    validator.validate(timing)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=NO_CORPUS)
