@@ -17,7 +17,7 @@ does not become the class scores' tolerance), each slice's noise at least the ou
 scaled by the slice's range against the output's. An output with no axis whose slices hold
 LOCAL_MIN_SLICE values or more (a [1, 63] landmark vector, a [1, 1] flag) keeps one noise.
 
-The policies (all numbers measured on the corpus, see README "verify"):
+The policies (all numbers measured on the corpus, see docs/how-we-know/precision.md):
 - EXECUTOR_VS_CPU: the executor against the CPU interpreter on the same model, by precision
   (executor/precision.py). fp32: 10 x noise; the executor's worst was 5.4 x noise
   (hand_landmark_lite's [1,1] output). Both half precisions: 2^15 x noise (half rounds 2^13

@@ -209,7 +209,7 @@ NoCache = Annotated[
     typer.Option(
         "--no-cache",
         help="Recompute every result: read nothing from the result cache, keep nothing in it "
-        "(GPULINT_CACHE_DIR/results; README: Result cache).",
+        "(GPULINT_CACHE_DIR/results; docs/guides/model-zoos.md: Result cache).",
     ),
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Models in this many local processes at once.")]

@@ -4,7 +4,7 @@ Vulkan on a workstation's GPU, Mesa's lavapipe on a machine without one).
 
 The accelerator runs in a child process (litert_child.py): it aborts the process on some graphs,
 and that must end one verification with a sentence, not gpulint. Precision, from ML Drift's
-source and measured (README "verify on LiteRT's GPU accelerator"): `enforce_f32` computes in
+source and measured (docs/guides/engines.md, "LiteRT's GPU accelerator"): `enforce_f32` computes in
 float (gpulint's fp32); its default computes in half, products and the conv/FC sums included
 (the delegate's F16, gpulint's fp16), with MEAN and SOFTMAX in float. It has no F32_F16 mode.
 

@@ -48,7 +48,7 @@ class Pass:
 
 
 def preserved(p: Pass) -> str:
-    """What a pass keeps of the model, for `fix --help`, the pass list and the README."""
+    """What a pass keeps of the model, for `fix --help`, the pass list and docs/commands/fix.md."""
     if p.preserves:
         return p.preserves
     if p.safe:

@@ -151,7 +151,7 @@ def half_probe_twins(twin: Path, tmp: str) -> list[Path]:
 def half_probe_steps(twin: Path, tmp: str, model: Model, inputs: list[list[np.ndarray]]) -> list[float]:
     """Per output of `model` (0 for a float one), the most quantization steps the half probes
     (half_probe_twins) move it by from the twin, over every run. Calibrated on the corpus's 29
-    int8 models (README "verify"): the executor in half was never more than 0.04 steps beyond it."""
+    int8 models (docs/how-we-know/precision.md): the executor in half was never more than 0.04 steps beyond it."""
     probes = half_probe_twins(twin, tmp)
     steps = [compare.quant_step(model, i) for i in range(len(model.subgraphs[0].outputs))]
     worst = [0.0] * len(steps)
