@@ -139,7 +139,7 @@ def bench(
                 }
                 for part, t in zip(runner.parts, times, strict=True)
             ],
-            warnings=runner.warnings + nonfinite_warnings(model, [values[t] for t in model.subgraphs[0].outputs]),
+            warnings=runner.warnings + nonfinite_warnings(model, runner.outputs(values)),
         )
     finally:
         runner.close()

@@ -137,8 +137,19 @@ class PartitionedRunner:
         return len(self.parts) == 1 and self.parts[0].kind == "gpu"
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        values = self.tensors(inputs)
-        return [values[t] for t in self.model.subgraphs[0].outputs]
+        return self.outputs(self.tensors(inputs))
+
+    def outputs(self, values: dict[int, np.ndarray]) -> list[np.ndarray]:
+        """The graph's outputs from one run's tensors (`tensors`)."""
+        return [values[t] if t in values else self._unmade(t) for t in self.model.subgraphs[0].outputs]
+
+    def _unmade(self, t: int) -> np.ndarray:
+        """A graph output no part makes: a constant's value, as the interpreter gives it back."""
+        tensor = self.model.subgraphs[0].tensors[t]
+        value = self.model.tensor_data(tensor)
+        if value is None:
+            raise ExecutorError(f"output `{clean(tensor.name, 80)}` is neither computed by an op nor a constant")
+        return np.array(value)
 
     def tensors(self, inputs: list[np.ndarray]) -> dict[int, np.ndarray]:
         """One run: the graph inputs and every tensor a part hands on, by index."""
