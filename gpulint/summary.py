@@ -10,6 +10,7 @@ import ast
 import io
 import json
 import zipfile
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -64,7 +65,16 @@ def describe_appended(data: bytes | memoryview) -> dict[str, Any] | None:
             meta = next((i for i in infos if i.filename == "metadata.json"), None)
             if meta is not None and meta.file_size <= MAX_METADATA_JSON:
                 out["metadata_json_keys"] = _keys(z.read(meta))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, RuntimeError, NotImplementedError):
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,  # a member whose deflate stream is damaged
+        OSError,
+        EOFError,
+        ValueError,
+        RuntimeError,
+        NotImplementedError,
+    ):
         pass  # not a zip (or one this zipfile cannot read): its size is all that is shown
     return out
 

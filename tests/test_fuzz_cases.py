@@ -346,3 +346,21 @@ def test_a_constant_graph_output_is_given_back_as_the_interpreter_gives_it(tmp_p
         result = CliRunner().invoke(app, args)
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_a_damaged_zip_after_the_model_is_its_size_not_a_traceback() -> None:
+    """10,000-case run at 3b0f39d, cases 8530 and 8874: a YOLO export's appended zip (Ultralytics' metadata)
+    with a word of its deflate stream set to 0x80000000 raised zlib.error out of fix's summary of it."""
+    import io
+    import zipfile
+
+    from gpulint.summary import describe_appended
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("metadata.json", json.dumps({"names": {str(i): f"class {i}" for i in range(200)}}))
+    data = bytearray(buf.getvalue())
+    start = data.index(b"PK\x03\x04") + 30 + len("metadata.json")
+    data[start + 8 : start + 12] = (0x80000000).to_bytes(4, "little")  # inside the compressed stream
+    info = describe_appended(bytes(data))
+    assert info is not None and info["bytes"] == len(data) and info["metadata_json_keys"] is None
