@@ -364,3 +364,14 @@ def test_a_damaged_zip_after_the_model_is_its_size_not_a_traceback() -> None:
     data[start + 8 : start + 12] = (0x80000000).to_bytes(4, "little")  # inside the compressed stream
     info = describe_appended(bytes(data))
     assert info is not None and info["bytes"] == len(data) and info["metadata_json_keys"] is None
+
+
+def test_an_axis_outside_the_tensor_is_an_op_the_executor_cannot_lower() -> None:
+    """10,000-case run at 3b0f39d, case 9708: a masked mean's SUM axis mutated past its tensor's rank
+    was an IndexError in the executor's layout (bench); now the op is one it cannot lower, named."""
+    from gpulint.executor.layout import bhwc_axis
+
+    assert [bhwc_axis(3, a) for a in (0, 1, 2, -1)] == [0, 2, 3, 3]
+    for axis in (3, 4, -4):
+        with pytest.raises(ExecutorError, match=f"axis {axis} is outside a rank-3 tensor"):
+            bhwc_axis(3, axis)

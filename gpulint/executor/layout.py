@@ -31,8 +31,11 @@ def bhwc(shape: list[int] | tuple[int, ...]) -> tuple[int, int, int, int]:
 
 def bhwc_axis(rank: int, axis: int) -> int:
     """Which of B, H, W, C (0-3) a TFLite axis of a rank-`rank` tensor is."""
-    axis = axis + rank if axis < 0 else axis
-    return {1: [3], 2: [0, 3], 3: [0, 2, 3], 4: [0, 1, 2, 3]}[max(1, min(rank, 4))][axis]
+    axes = {1: [3], 2: [0, 3], 3: [0, 2, 3], 4: [0, 1, 2, 3]}[max(1, min(rank, 4))]
+    at = axis + rank if axis < 0 else axis
+    if not 0 <= at < len(axes):  # a damaged file's axis: the op is one the executor cannot lower
+        raise ExecutorError(f"axis {axis} is outside a rank-{rank} tensor")
+    return axes[at]
 
 
 def slices(c: int) -> int:
