@@ -10,6 +10,7 @@ import itertools
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ DEVICE, NO_DEVICE = opencl_device()
 
 pytestmark = pytest.mark.skipif(DEVICE is None, reason=NO_DEVICE or "no OpenCL device")
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_per_test(request: pytest.FixtureRequest) -> None:
+    """Each test draws the same numbers whatever ran before it on its worker (xdist orders tests
+    differently from run to run), so a failure reproduces with the test alone."""
+    RNG.bit_generator.state = np.random.default_rng(zlib.crc32(request.node.nodeid.encode())).bit_generator.state
 
 
 def litert(model: Model, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -1235,9 +1243,10 @@ def test_buffers_are_reused_by_lifetime_without_changing_results() -> None:
 def test_grouped_conv2d(
     cin: int, cout: int, groups: int, k: int, stride: int, dilation: int, padding: str, act: str
 ) -> None:
-    model = conv_model(cin, cout, k, stride, dilation, padding, act, groups)
-    assert_matches(model)
-    assert_matches(model, precision="fp32-fp16")
+    assert_matches(conv_model(cin, cout, k, stride, dilation, padding, act, groups))
+    # fp16's bound is relative to the accumulation's scale; a clamped output (RELU6) understates
+    # it, so the half-precision run is on the same conv without the clamp, as test_conv2d_fp16's is.
+    assert_matches(conv_model(cin, cout, k, stride, dilation, padding, "NONE", groups), precision="fp32-fp16")
 
 
 @pytest.mark.parametrize("groups", [2, 8])
