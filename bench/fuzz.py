@@ -12,8 +12,9 @@ so a corpus of many files does not crowd out the others; mutates the model's str
 runs one command on it as a process of its own: `inspect`, `check --format json`,
 `report --no-fix`, `fix --skip-proof`, `fix` (passes proven on the LiteRT interpreter),
 `fix --unsafe-fixes --skip-proof` (every pass, the opt-in ones too), `verify`
-on each engine present (the OpenCL executor and LiteRT's GPU accelerator, each at fp32 and fp16;
-an engine that cannot verify the sample model here is left out, with a note) and `bench`.
+on each engine present (the OpenCL executor, LiteRT's GPU accelerator and the classic delegate's
+OpenGL backend, each at fp32 and fp16; the gl engine runs the Python $GPULINT_GL_PYTHON names, as
+verify does; an engine that cannot verify the sample model here is left out, with a note) and `bench`.
 Case N of seed S is the same on every run over the same seed files (a random.Random of its own),
 so `--case N` repeats one and `--start N` runs the rest of a stopped run; `--keep DIR` keeps
 each bad case's mutated model.
@@ -72,6 +73,8 @@ COMMANDS = {
     "verify-opencl-fp16": ["verify", "--no-cache", "--engine", "opencl", "--precision", "fp16", "--format", "json"],
     "verify-litert-gpu-fp32": ["verify", "--no-cache", "--engine", "litert-gpu", "--format", "json"],
     "verify-litert-gpu-fp16": ["verify", "--no-cache", "--engine", "litert-gpu", "--precision", "fp16"],
+    "verify-gl-fp32": ["verify", "--no-cache", "--engine", "gl", "--format", "json"],
+    "verify-gl-fp16": ["verify", "--no-cache", "--engine", "gl", "--precision", "fp16"],
     "bench": ["bench", "--runs", "2", "--no-start", "--format", "json"],
 }
 ADDRESS_SPACE = 4 << 30
@@ -108,7 +111,7 @@ def main() -> None:
     commands = {k: v for k, v in COMMANDS.items() if not args.command or k in args.command}
     sample = tmp / "sample.tflite"
     _write_sample(sample)
-    for engine in ("opencl", "litert-gpu"):
+    for engine in ("opencl", "litert-gpu", "gl"):
         names = [k for k in commands if k.startswith(f"verify-{engine}-")]
         if names and (why := engine_missing(gpulint, COMMANDS[names[0]], sample, env)):
             print(f"note: engine {engine} left out (it cannot verify the sample model here: {why})", file=sys.stderr)

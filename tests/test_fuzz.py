@@ -16,9 +16,12 @@ import pytest
 from conftest import CORPUS, CORPUS_FILES, NO_CORPUS
 from fuzzing import Outcome, find_seeds, mutate, problem, run_case, structure_positions, time_bound
 from helpers import ROOT, accelerator_unavailable, opencl_device
+from oracle import VENV as GL_VENV
+from oracle import unavailable as gl_unavailable
 from typer.testing import CliRunner
 
 from gpulint.cli import app
+from gpulint.engines import gl as gl_engine
 from gpulint.model import to_bytes
 from gpulint.sample import sample_model
 
@@ -78,10 +81,12 @@ def test_mutated_models_through_fix_with_the_interpreter(tmp_path: Path) -> None
 def engine_missing(engine: str) -> str | None:
     if engine == "litert-gpu":
         return accelerator_unavailable()
+    if engine == "gl":
+        return gl_unavailable()
     return opencl_device()[1] or None
 
 
-@pytest.mark.parametrize("engine", ["opencl", "litert-gpu"])
+@pytest.mark.parametrize("engine", ["opencl", "litert-gpu", "gl"])
 def test_mutated_models_through_verify_and_bench(tmp_path: Path, engine: str) -> None:
     """verify on each engine at fp32 and fp16, and bench (the executor), each case a process of its
     own under bench/fuzz.py's judge and time bound; seeds from every corpus present, the small files."""
@@ -97,6 +102,7 @@ def test_mutated_models_through_verify_and_bench(tmp_path: Path, engine: str) ->
         commands.append(["bench", "--runs", "1", "--no-start"])
     gpulint = str(Path(sys.executable).with_name("gpulint"))
     env = dict(os.environ, GPULINT_TRACEBACK="1", GPULINT_CACHE_DIR=str(tmp_path / "cache"))
+    env[gl_engine.PYTHON_ENV] = str(GL_VENV / "bin" / "python")  # the oracle's venv has the wheel gl pins
     rng = random.Random(50)
     for case in range(8):
         data = rng.choice(models)
