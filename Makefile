@@ -70,6 +70,7 @@ oracle:
 
 oracle-webgpu:
 	@tests/oracle/setup.sh $(ORACLE_VENV) --webgpu || true
+	@tests/oracle/setup_litert24.sh .oracle-litert24-venv $(ORACLE_VENV) || true
 
 # Converter corpora of our own (issues #15, #22): real converters in venvs of their own, each corpus built
 # once and cached (.converter-cache/) by its package versions and config. Best effort, like `oracle`: where a

@@ -48,10 +48,12 @@ CONFIG_KEYS = {
     "rules",
     "coreml-version",
     "coreml-all-devices",
+    "litert-version",
 }
 EVERY_BACKEND = ("both", "all")  # every backend of the target (both: the classic delegate's name for it)
 BACKENDS = ("opencl", "opengl", "metal", "webgpu", *EVERY_BACKEND)
 COREML_VERSIONS = (2, 3)
+LITERT_VERSIONS = ("2.3", "2.4")  # litert-gpu.yaml `releases`: the LiteRT releases the accelerator's rules model
 
 
 def find_config(start: Path) -> Path | None:
@@ -133,6 +135,11 @@ def load_config(path: Path) -> dict[str, Any]:
         own["coreml_version"] = v
     if "coreml-all-devices" in table:
         own["all_devices"] = boolean("coreml-all-devices")
+    if "litert-version" in table:
+        lv = str(table["litert-version"])
+        if lv not in LITERT_VERSIONS:
+            raise SettingsError(f"{path}: `litert-version` must be one of {', '.join(LITERT_VERSIONS)} (a string)")
+        own["litert_version"] = lv
     if own:
         out["target_settings"] = own
     if "rules" in out:  # relative to the configuration file
@@ -162,6 +169,7 @@ class Overrides:
     backend: str | None = None
     coreml_version: int | None = None
     coreml_all_devices: bool | None = None
+    litert_version: str | None = None
 
 
 def resolve(given: Overrides, cwd: Path | None = None, matrix: bool = False) -> Settings:
@@ -202,6 +210,13 @@ def resolve(given: Overrides, cwd: Path | None = None, matrix: bool = False) -> 
         settings.target_settings["coreml_version"] = given.coreml_version
     if given.coreml_all_devices is not None:
         settings.target_settings["all_devices"] = given.coreml_all_devices
+    if given.litert_version is not None:
+        if given.litert_version not in LITERT_VERSIONS:
+            known = ", ".join(LITERT_VERSIONS)
+            raise SettingsError(f"--litert-version must be one of {known}, not {given.litert_version}")
+        if "litert_version" not in targets[settings.target].settings and not matrix:
+            raise SettingsError("--litert-version applies to --target litert-gpu (or a pack based on it, or --matrix)")
+        settings.target_settings["litert_version"] = given.litert_version
     # The target's pack is read here, not at the first model: a pack that cannot be read (a
     # built-in one too) is one error before any work, never a traceback halfway.
     target = targets[settings.target]

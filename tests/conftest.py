@@ -78,7 +78,7 @@ def oracle_grid_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
 # venv, a corpus fixed or asked of an oracle) is made once, not once a worker. Other tests go where a worker
 # is free. Without xdist the marks change nothing.
 ACCELERATOR = "accelerator"
-ACCELERATOR_MODULES = {"test_engine_litert", "test_oracle_litert", "test_accelerator_report"}
+ACCELERATOR_MODULES = {"test_engine_litert", "test_oracle_litert", "test_accelerator_report", "test_litert_versions"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

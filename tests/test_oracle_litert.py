@@ -48,9 +48,9 @@ class Prediction:
     summaries: list[tuple[int, int]] = field(default_factory=list)  # as LiteRtResult.summaries
 
 
-def predict(path: str | Path) -> Prediction:
+def predict(path: str | Path, settings: Settings = SETTINGS) -> Prediction:
     """The one adapter between `gpulint check --target litert-gpu` and the oracle's terms."""
-    r = check_file(str(path), SETTINGS)
+    r = check_file(str(path), settings)
     assert r.error is None, r.error
     outcome = {"refused": "refused", "init-failure": "init-failure"}.get(r.verdict or "", "ok")
     plan = r.plans[0]
@@ -123,13 +123,14 @@ def disagreements(res: Any, pred: Prediction) -> list[str]:
     return out
 
 
-def compare(name: str, path: str | Path, res: Any) -> None:
+def compare(name: str, path: str | Path, res: Any, settings: Settings = SETTINGS) -> None:
     if res.outcome in UNDECIDED:
         pytest.skip(f"the oracle cannot decide {name}: {res.outcome}: {'; '.join(res.errors)[:300]}")
-    pred = predict(path)
+    pred = predict(path, settings)
     problems = disagreements(res, pred)
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in settings.target_settings.items())
     assert not problems, (
-        f"{name}: LiteRT's GPU accelerator and gpulint check --target litert-gpu disagree\n  "
+        f"{name}: LiteRT's GPU accelerator and gpulint check --target litert-gpu{flags} disagree\n  "
         + "\n  ".join(problems)
         + f"\nthe accelerator's words:\n{res.words}"
     )

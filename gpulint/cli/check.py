@@ -83,6 +83,7 @@ def check(
     ] = False,
     coreml_version: common.CoremlVersion = None,
     coreml_all_devices: common.CoremlAllDevices = None,
+    litert_version: common.LitertVersion = None,
     inputs: Annotated[
         Path | None,
         typer.Option(
@@ -122,6 +123,7 @@ def check(
         backend=backend,
         coreml_version=coreml_version,
         coreml_all_devices=coreml_all_devices,
+        litert_version=litert_version,
         matrix=matrix,
     )
     from gpulint.cache import ResultCache

@@ -196,6 +196,13 @@ Ignore = Annotated[list[str] | None, typer.Option(help="Rule codes, prefixes or 
 CoremlVersion = Annotated[
     int | None, typer.Option(help="--target coreml: the Core ML version the delegate targets, 2 or 3 (default 3).")
 ]
+LitertVersion = Annotated[
+    str | None,
+    typer.Option(
+        help="--target litert-gpu: the LiteRT release you ship, 2.3 or 2.4 (default 2.3); GPU111 names what is "
+        "modelled."
+    ),
+]
 CoremlAllDevices = Annotated[
     bool | None,
     typer.Option(
@@ -239,6 +246,7 @@ def resolve_settings(
     backend: str | None = None,
     coreml_version: int | None = None,
     coreml_all_devices: bool | None = None,
+    litert_version: str | None = None,
     matrix: bool = False,
     fail_with: Fail = fail,
 ) -> Settings:
@@ -257,6 +265,7 @@ def resolve_settings(
         backend=backend,
         coreml_version=coreml_version,
         coreml_all_devices=coreml_all_devices,
+        litert_version=litert_version,
     )
     with user_errors(None, fail_with=fail_with):
         settings = resolve(given, matrix=matrix)

@@ -33,6 +33,7 @@ def report(
     ignore: common.Ignore = None,
     coreml_version: common.CoremlVersion = None,
     coreml_all_devices: common.CoremlAllDevices = None,
+    litert_version: common.LitertVersion = None,
     with_fix: Annotated[
         bool, typer.Option("--fix/--no-fix", help="Show what the safe fix passes would change.")
     ] = True,
@@ -77,6 +78,7 @@ def report(
         backend=backend,
         coreml_version=coreml_version,
         coreml_all_devices=coreml_all_devices,
+        litert_version=litert_version,
     )
     vtarget = None
     if verify:

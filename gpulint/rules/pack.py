@@ -90,6 +90,8 @@ class Target:
     settings: dict[str, Any] = field(default_factory=dict)  # options a user may set (--coreml-version)
     device_gate: str = ""  # on which devices the delegate is created at all, unless settings say all
     runtime: str = ""  # the runtime release whose behaviour the pack was measured against (not inherited)
+    # litert_version setting -> the release the pack then models (`--litert-version`; GPU111 names it)
+    releases: dict[str, str] = field(default_factory=dict)
 
 
 def configure(target: Target, values: Mapping[str, Any]) -> Target:
@@ -113,7 +115,10 @@ def configure(target: Target, values: Mapping[str, Any]) -> Target:
             out[op] = s
         return out
 
-    return replace(target, ops=table(target.ops), custom_ops=table(target.custom_ops), settings=settings)
+    runtime = target.releases.get(str(settings.get("litert_version")), target.runtime)
+    return replace(
+        target, ops=table(target.ops), custom_ops=table(target.custom_ops), settings=settings, runtime=runtime
+    )
 
 
 _TARGET_KEYS = ("target",)
@@ -134,6 +139,7 @@ _TARGET_OPTIONAL = (
     "settings",
     "device_gate",
     "runtime",
+    "releases",
 )
 _BACKEND_KEYS = ("title",)
 _BACKEND_OPTIONAL = ("source", "no_kernel", "init_checks", "graph_checks")
@@ -172,6 +178,11 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         v.typed(doc, key, bool, "true or false")
     release = v.typed(doc, "runtime", str, "the runtime release the pack models, as text") or ""
     settings = dict(v.mapping(doc["settings"], "settings", doc)) if "settings" in doc else inherited("settings", {})
+    releases = (
+        {str(k): " ".join(str(r).split()) for k, r in v.mapping(doc["releases"], "releases", doc).items()}
+        if "releases" in doc
+        else {}
+    )
     runtime = v.str_list(doc, "runtime_types", types) if "runtime_types" in doc else inherited("runtime_types", [])
     quant = v.str_list(doc, "quantized_types", types) if "quantized_types" in doc else inherited("quantized_types", [])
 
@@ -247,6 +258,7 @@ def parse_target(text: str, where: str, known: Mapping[str, Target]) -> Target:
         settings=settings,
         device_gate=" ".join(str(inherited("device_gate", "")).split()),
         runtime=" ".join(release.split()),
+        releases=releases,
     )
 
 

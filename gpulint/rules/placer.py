@@ -19,7 +19,7 @@ from gpulint.rules.pack import Target
 from gpulint.rules.partition import SubgraphPlan, refresh_verdict
 from gpulint.rules.placement import MAX_NAME, Placement
 from gpulint.rules.prepare import persistent_tensors
-from gpulint.rules.signature import Graph, OpSignature
+from gpulint.rules.signature import Graph, OpSignature, TensorSpec
 from gpulint.text import clean
 
 
@@ -34,6 +34,10 @@ class Placer:
         added = set(mp.custom_ops) - set(classic.custom_ops) if mp is not None and classic is not None else set()
         self.mediapipe_only = added - set(target.custom_ops)  # for GPU103 rather than GPU102
         self._persistent: dict[int, tuple[Graph, frozenset[int]]] = {}  # id(graph) -> (graph, tensors)
+        # LiteRT 2.4's CompiledModel binds a signature's inputs and outputs before the delegate
+        # chooses ops: they are not arena tensors, so the tensor gate skips their type
+        # (litert-gpu.yaml `releases`, measured).
+        self.boundary_unchecked = release(target) >= (2, 4)
 
     def place(self, sig: OpSignature) -> Placement:
         p = Placement(sig.graph.index, sig.index, clean(sig.op, MAX_NAME) or "", sig.version, "gpu")
@@ -62,6 +66,15 @@ class Placer:
         if gate is not None:
             code, values = gate
             return self._cpu(p, code, "OP is supported, but tensor type/shape isn't compatible.", op=sig.op, **values)
+        if self.boundary_unchecked and (t := _uncompilable_boundary(sig)) is not None:
+            words = (
+                f"Failed to initialize kernel: the {t.dtype} tensor `{t.name}` is a signature input or output, "
+                "whose type this release no longer checks, and the GPU compile has no such type"
+            )
+            p.placement = "init-failure"
+            p.reasons.append(words)
+            p.codes.append(("GPU201", {"op": sig.op, "reason": words}))
+            return p
         for call in support.init_checks:
             failure = checks.run(call.name, sig, dict(call.params))
             if failure:
@@ -116,8 +129,10 @@ class Placer:
         base = list(self.target.runtime_types) + (list(self.target.quantized_types) if self.quantized else [])
         persistent = self._persistent_tensors(sig.graph)
         for tensors, extra in ((sig.inputs, support.extra_input_types), (sig.outputs, support.extra_output_types)):
-            allowed = base + list(extra)
+            allowed = list(dict.fromkeys(base + list(extra)))  # INT8 is both quantized and an int type
             for t in tensors:
+                if self.boundary_unchecked and (t.is_graph_input or t.is_graph_output):
+                    continue
                 if t.runtime and t.index not in persistent and t.dtype not in allowed:
                     return "GPU107", {"tensor": t.name, "dtype": t.dtype, "allowed": "/".join(allowed)}
         return None
@@ -150,3 +165,26 @@ class Placer:
                 plan.backend_failures[backend.name] = f"{f.backend_failures[backend.name]} (at `{f.op}`, op {f.index})"
         refresh_verdict(plan, placed, {b.name: b.title for b in self.backends})
         return out
+
+
+# What the GPU compile cannot hold, where LiteRT 2.4 lets it through at the boundary: measured for
+# INT64 ("Failed to initialize kernel"; INT32 and BOOL there compile and run). Other types (FLOAT64,
+# UINT64, STRING) were not measured and are not assumed.
+UNCOMPILABLE = ("INT64",)
+
+
+def release(target: Target) -> tuple[int, ...]:
+    """The LiteRT release a target models, from its `litert_version` setting; () for other targets."""
+    version = str(target.settings.get("litert_version", ""))
+    return tuple(int(x) for x in version.split(".") if x.isdigit())
+
+
+def _uncompilable_boundary(sig: OpSignature) -> TensorSpec | None:
+    return next(
+        (
+            t
+            for t in (*sig.inputs, *sig.outputs)
+            if t.runtime and (t.is_graph_input or t.is_graph_output) and t.dtype in UNCOMPILABLE
+        ),
+        None,
+    )

@@ -172,15 +172,16 @@ class ChildRun:
         return f"killed by {signal.Signals(-self.rc).name}" if self.rc < 0 else f"exit status {self.rc}"
 
 
-def run_child(child: Path, paths: list[str], env: dict[str, str]) -> ChildRun:
-    """`child` in the oracle venv, fed the model paths on stdin; it answers `@@ORACLE RESULT n json`
-    on stdout and marks each model's log with `@@ORACLE BEGIN/END n` on fd 2."""
+def run_child(child: Path, paths: list[str], env: dict[str, str], venv: Path | None = None) -> ChildRun:
+    """`child` in the oracle venv (or `venv`), fed the model paths on stdin; it answers `@@ORACLE
+    RESULT n json` on stdout and marks each model's log with `@@ORACLE BEGIN/END n` on fd 2."""
     timeout = CHILD_TIMEOUT_BASE + CHILD_TIMEOUT_PER_MODEL * len(paths)
     with tempfile.TemporaryDirectory(prefix="gpulint-oracle-") as tmp:
         fin, fout, ferr = (Path(tmp) / n for n in ("in", "out", "err"))
         fin.write_text("".join(os.path.abspath(p) + "\n" for p in paths))
         with open(fin) as i, open(fout, "w") as o, open(ferr, "w") as e:
-            proc = subprocess.Popen([str(VENV / "bin" / "python"), str(child)], stdin=i, stdout=o, stderr=e, env=env)
+            python = (venv or VENV) / "bin" / "python"
+            proc = subprocess.Popen([str(python), str(child)], stdin=i, stdout=o, stderr=e, env=env)
             t0 = time.monotonic()
             rc: int | None
             try:

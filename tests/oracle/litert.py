@@ -31,6 +31,10 @@ from oracle import CACHE, VENV, cached, run_child, split_log
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "litert_child.py"
 PINS = "ai-edge-litert==2.3.0"  # the accelerator whose log lines the parser below reads
+# LiteRT 2.4's accelerator (check's `--litert-version 2.4`), in a venv of its own beside the oracle's
+# (tests/oracle/setup_litert24.sh, run by `make oracle-webgpu`); its log reads like 2.3's.
+NIGHTLY_PINS = "ai-edge-litert-nightly==2.4.0.dev20261026"
+NIGHTLY_VENV = Path(os.environ.get("GPULINT_ORACLE_LITERT24_VENV", VENV.parent / ".oracle-litert24-venv"))
 STAMP = ".oracle-webgpu-ready"  # written by setup.sh --webgpu once Mesa >= 24 is there
 
 # The interpreter itself cannot build or prepare the model (no kernel for an op version, a CPU
@@ -80,39 +84,42 @@ class LiteRtResult:
         return "\n".join(parts) or "(the accelerator said nothing)"
 
 
-def unavailable() -> str | None:
-    """Why the LiteRT oracle cannot run here, or None."""
-    py = VENV / "bin" / "python"
-    if not py.exists() or not (VENV / STAMP).exists():
+def unavailable(venv: Path = VENV, pins: str = PINS) -> str | None:
+    """Why the LiteRT oracle (of `venv`, with `pins`) cannot run here, or None."""
+    py = venv / "bin" / "python"
+    if not py.exists() or not (venv / STAMP).exists():
         return (
-            f"LiteRT's WebGPU accelerator is not set up in {VENV}: `make oracle-webgpu` sets it up (root with "
-            f"apt-get: Mesa >= 24 lavapipe from bookworm-backports; pip: {PINS})"
+            f"LiteRT's WebGPU accelerator is not set up in {venv}: `make oracle-webgpu` sets it up (root with "
+            f"apt-get: Mesa >= 24 lavapipe from bookworm-backports; pip: {pins})"
         )
     return None
 
 
-def _harness_key() -> str:
-    h = hashlib.sha256(PINS.encode())
+def _harness_key(pins: str) -> str:
+    h = hashlib.sha256(pins.encode())
     h.update(os.environ.get("GPULINT_ORACLE_INVOKE", "0").encode())
     for f in (CHILD, Path(__file__)):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
-def litert_oracle(paths: Sequence[str | Path], cache: Path | None = CACHE) -> dict[str, LiteRtResult]:
-    """Each file through LiteRT's GPU accelerator, keyed by the path as given (str)."""
-    why = unavailable()
+def litert_oracle(
+    paths: Sequence[str | Path], cache: Path | None = CACHE, venv: Path = VENV, pins: str = PINS
+) -> dict[str, LiteRtResult]:
+    """Each file through LiteRT's GPU accelerator (the release `pins` installed in `venv`), keyed by
+    the path as given (str)."""
+    why = unavailable(venv, pins)
     if why:
         raise RuntimeError(why)
-    folder = cache / f"litert-{_harness_key()}" if cache is not None else None
-    return cached(paths, folder, _run_child, LiteRtResult)
+    folder = cache / f"litert-{_harness_key(pins)}" if cache is not None else None
+    return cached(paths, folder, lambda todo: _run_child(todo, venv), LiteRtResult)
 
 
-def _run_child(paths: list[str]) -> dict[str, LiteRtResult]:
+def _run_child(paths: list[str], venv: Path = VENV) -> dict[str, LiteRtResult]:
     """One child over `paths`: what it answered, and the model it died on (if any) as a crash."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    run = run_child(CHILD, paths, env)
+    run = run_child(CHILD, paths, env, venv)
     if not run.started:
         why = f"the LiteRT oracle child did not start (exit status {run.rc}): {run.stderr.strip()[-2000:]}"
         return {p: LiteRtResult(p, "error", errors=[why], log=run.stderr[-4000:]) for p in paths}

@@ -410,16 +410,6 @@ QUANTIZED_TABLE_TYPES = ("INT8", "INT4", "INT2")
 
 
 @check
-def md_tile_bool(sig: OpSignature) -> str | None:
-    """A BOOL TILE: measured refused on ai-edge-litert 2.3.0's accelerator, inside a graph and at its
-    input alike, though IsIntSupportedOp lists TILE (mdb 488-511): "Tensor type(BOOL) is not supported."
-    naming the output (LiteRT 2.4 runs it on the GPU: #49's probe)."""
-    if sig.inputs and sig.inputs[0].dtype == "BOOL" and sig.outputs:
-        return f"Tensor type(BOOL) is not supported. {sig.outputs[0].name}"
-    return None
-
-
-@check
 def md_embedding_table_dies(sig: OpSignature) -> str | None:
     """An EMBEDDING_LOOKUP whose table is not a constant (a graph input, or the output of an int8
     DEQUANTIZE, as litert-torch's weight-only int8 exports write their embeddings): the accelerator
