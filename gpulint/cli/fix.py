@@ -41,9 +41,11 @@ def fix(
             "dense weights, which the OpenGL backend builds and computes right: GPU806; costs the group count in "
             "weights and MACs), tile-broadcast (a runtime operand TILEd to a constant's shape before the elementwise "
             "op the OpenGL backend computes wrong: GPU807), rank4 (RESHAPEs to 4-D around the ops LiteRT's "
-            "accelerator lays out wrong below rank 4: GPU802-804, GPU808) and inline-composites (STABLEHLO_COMPOSITE "
-            "ops replaced by their decompositions, on which LiteRT 2.3's accelerator dies). docs/commands/fix.md: "
-            "what each does."
+            "accelerator lays out wrong below rank 4: GPU802-804, GPU808), output-copy (a graph output that one op "
+            "inside the graph also reads given a copy of its own, which the runtimes' fusion would lose: GPU810, "
+            "GPU811), broadcast-to (BROADCAST_TO, which no GPU runtime parses, as TILE: GPU404) and "
+            "inline-composites (STABLEHLO_COMPOSITE ops replaced by their decompositions, on which LiteRT 2.3's "
+            "accelerator dies). docs/commands/fix.md: what each does."
         ),
     ] = None,
     unsafe_fixes: Annotated[

@@ -59,12 +59,14 @@ def preserved(p: Pass) -> str:
 def registry() -> dict[str, Pass]:
     """Every pass, in the order the pipeline runs them."""
     from gpulint.passes import (
+        broadcast_to,
         dense_grouped_conv,
         densify_constants,
         dequantize_constants,
         fold_atrous,
         fuse_activations,
         inline_composites,
+        output_copy,
         pad_channels,
         quantized_to_float,
         rank4,
@@ -87,6 +89,8 @@ def registry() -> dict[str, Pass]:
         fold_atrous.PASS,
         dense_grouped_conv.PASS,
         tile_broadcast.PASS,
+        broadcast_to.PASS,
+        output_copy.PASS,
         rank4.PASS,
         fuse_activations.PASS,
         pad_channels.PASS,

@@ -32,7 +32,9 @@ def reshape_op(model: Model, sg: Subgraph, x: int, out: int) -> Operator:
 def tile_op(model: Model, sg: Subgraph, x: int, out: int) -> Operator:
     src, dst = sg.tensors[x].shape, sg.tensors[out].shape
     multiples = np.array([d // s for s, d in zip(src, dst, strict=True)], np.int32)
-    return new_op(model, "TILE", [x, add_const(model, sg, f"{sg.tensors[out].name}/multiples", multiples)], [out])
+    version = 2 if sg.tensors[x].type == "INT8" else 1  # TILE v2 is int8's (op_version.cc)
+    inputs = [x, add_const(model, sg, f"{sg.tensors[out].name}/multiples", multiples)]
+    return new_op(model, "TILE", inputs, [out], version=version)
 
 
 def reshape_input(model: Model, sg: Subgraph, op: Operator, slot: int, shape: list[int], suffix: str) -> Operator:

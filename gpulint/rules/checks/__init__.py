@@ -15,13 +15,24 @@ builder.py: what the classic delegate's builder refuses when it builds the graph
 litert.py: LiteRT's GPU accelerator (ML Drift) parsers' IsSupported
 composite.py: the accelerator and STABLEHLO_COMPOSITE (odml.* ops taken whole, and its death on them)
 gl.py: the OpenGL ES backend's kernels, per op and over the delegated partition
+fusion.py: graph outputs the runtimes' fusion passes lose (GL's init failure; rules GPU810-811)
 apple.py: the Core ML and Metal delegates
 mediapipe.py: MediaPipe's custom GPU ops once the delegate took them (its V2-to-V1 transformations, kernels)
 
 Importing this package registers every check.
 """
 
-from gpulint.rules.checks import apple, builder, compat, compat_ops, composite, gl, litert, mediapipe  # noqa: F401  (registers their checks)
+from gpulint.rules.checks import (  # noqa: F401  (registers their checks)
+    apple,
+    builder,
+    compat,
+    compat_ops,
+    composite,
+    fusion,
+    gl,
+    litert,
+    mediapipe,
+)
 from gpulint.rules.checks.registry import CHECKS, GRAPH_CHECKS, Check, GraphCheck, check, graph_check, run
 
 __all__ = ["CHECKS", "GRAPH_CHECKS", "Check", "GraphCheck", "check", "graph_check", "run"]

@@ -227,3 +227,54 @@ def litert_dequantized_fully_connected(v: SubgraphView, sig: OpSignature) -> Ite
     q = p.inputs[0]
     if q.is_const and q.dtype in QUANTIZED_WEIGHTS:
         yield Hit({"op": sig.op, "index": sig.index, "weights": q.describe(), "tensor": q.name}, sig.index, sig.op)
+
+
+@detector("GPU810", "op")
+def litert_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    from gpulint.rules.checks.fusion import md_fused_output
+
+    if not (_litert(v) and v.on_gpu(sig)):
+        return
+    reader = md_fused_output(sig.graph, sig)
+    if reader is not None and v.on_gpu(reader):
+        out = sig.outputs[0]
+        yield Hit(
+            {"op": sig.op, "index": sig.index, "tensor": out.name, "reader": reader.op, "reader_index": reader.index},
+            sig.index,
+            sig.op,
+            [out.name],
+        )
+
+
+@detector("GPU811", "op")
+def gl_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    from gpulint.rules.checks.fusion import gl_fused_output
+
+    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
+    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
+        return
+    p = v.placed[sig.index]
+    if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
+        return
+    reader = gl_fused_output(sig.graph, sig)
+    if reader is not None and v.placed[reader.index].placement == "gpu":
+        out = sig.outputs[0]
+        yield Hit(
+            {"op": sig.op, "index": sig.index, "tensor": out.name, "reader": reader.op, "reader_index": reader.index},
+            sig.index,
+            sig.op,
+            [out.name],
+        )
+
+
+@detector("GPU812", "op")
+def gl_batched_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
+    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
+        return
+    p = v.placed[sig.index]
+    if sig.op != "CONV_2D" or p.placement != "gpu" or "opengl" in p.backend_failures or not sig.outputs:
+        return
+    out = sig.outputs[0]
+    if out.rank == 4 and out.shape[0] > 1:
+        yield Hit({"op": sig.op, "index": sig.index, "batch": out.shape[0], "tensor": out.name}, sig.index, sig.op)

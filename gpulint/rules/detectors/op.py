@@ -32,6 +32,29 @@ def reshuffle_op(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
         yield Hit({"op": sig.op, "where": RESHUFFLE[sig.op]}, sig.index, sig.op)
 
 
+# What LiteRT's accelerator's tensor gate lets TILE read and write (litert-gpu.yaml TILE: the runtime
+# and quantized types, IsIntSupportedOp's int types; no BOOL output)
+TILE_TYPES = ("FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "INT32")
+
+
+@detector("GPU404", "op")
+def broadcast_to_on_cpu(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
+    from gpulint.passes.broadcast_to import left_alone
+
+    # LiteRT's accelerator (the runtime of #9191 and PR#9557's lowering): on the classic delegate a
+    # TILE along dim 0 changes the batch, which its OpenGL backend fails the whole graph on.
+    if v.target.name != "litert-gpu" or sig.op != "BROADCAST_TO" or v.on_gpu(sig) or len(sig.inputs) < 2:
+        return
+    x, out = sig.inputs[0], sig.outputs[0] if sig.outputs else None
+    shape = sig.const_values(sig.inputs[1])
+    if out is None or shape is None or out.is_dynamic or x.dtype not in TILE_TYPES:
+        return
+    if left_alone(list(x.shape), [int(d) for d in shape]) is None:
+        yield Hit(
+            {"index": sig.index, "tensor": x.name, "shape": list(x.shape), "out": list(out.shape)}, sig.index, sig.op
+        )
+
+
 @detector("GPU403", "op")
 def channel_moving_reshape(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     if v.on_gpu(sig) and (moved := channel_move(sig)) is not None:
