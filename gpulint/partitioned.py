@@ -14,8 +14,10 @@ and says so, rather than checking nothing.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +32,14 @@ from gpulint.rules.partition import SubgraphPlan
 from gpulint.text import clean
 
 
-def main_plan(model: Model, target: str) -> SubgraphPlan:
-    """check's plan of the main subgraph for `target`: which ops the delegate takes, in which partitions."""
+def main_plan(model: Model, target: str, settings: Mapping[str, Any] | None = None) -> SubgraphPlan:
+    """check's plan of the main subgraph for `target` (with its `settings`, e.g. the LiteRT release):
+    which ops the delegate takes, in which partitions."""
     targets = pack.load_targets()
     if target not in targets:
         raise ValueError(f"unknown target {target!r} (known: {', '.join(sorted(targets))})")
-    return Linter(targets[target], targets=targets).lint(model).plans[0]
+    chosen = pack.configure(targets[target], settings) if settings else targets[target]
+    return Linter(chosen, targets=targets).lint(model).plans[0]
 
 
 @dataclass

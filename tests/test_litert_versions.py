@@ -284,3 +284,17 @@ def test_check_names_what_2_4_does_with_the_generative_corpus(name: str, generat
         assert result.verdict == "init-failure" and "process dies" in result.reason, result.reason
     else:
         assert "process dies" not in result.reason, (res.outcome, res.words)
+
+
+@pytest.mark.parametrize(
+    ("installed", "release"), [("2.3.0", "2.3"), ("2.4.0.dev20261026", "2.4"), ("2.4.1", "2.4"), ("?", "2.3")]
+)
+def test_verify_holds_the_accelerator_to_the_release_installed(
+    monkeypatch: pytest.MonkeyPatch, installed: str, release: str
+) -> None:
+    """`verify --engine litert-gpu` compares what the accelerator took with check's plan for the
+    ai-edge-litert (or -nightly) it runs; a release check does not model is compared as 2.3."""
+    from gpulint.engines import litert_gpu
+
+    monkeypatch.setattr(litert_gpu, "_litert_version", lambda: installed)
+    assert litert_gpu.installed_release() == release

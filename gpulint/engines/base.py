@@ -7,6 +7,7 @@ from __future__ import annotations
 import selectors
 import subprocess
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,10 +42,12 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def plan_parts(model: Model, target: str) -> tuple[list[tuple[str, list[int]]], list[int]]:
-    """check's partition plan of the main subgraph for `target`, as (kind, ops) in order (adjacent
-    CPU partitions together), and the delegated ops."""
-    plan = main_plan(model, target)
+def plan_parts(
+    model: Model, target: str, settings: Mapping[str, Any] | None = None
+) -> tuple[list[tuple[str, list[int]]], list[int]]:
+    """check's partition plan of the main subgraph for `target` (with its `settings`), as (kind, ops)
+    in order (adjacent CPU partitions together), and the delegated ops."""
+    plan = main_plan(model, target, settings)
     groups = plan_groups(plan, len(model.subgraphs[0].operators))
     return groups, sorted(i for p in plan.partitions if p.delegated for i in p.ops)
 

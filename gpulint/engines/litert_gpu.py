@@ -114,7 +114,7 @@ class LiteRtGpuEngine:
     def _placement(self) -> None:
         log = self.log()
         total = len(self.model.subgraphs[0].operators)
-        plan, plan_gpu = plan_parts(self.model, TARGET)
+        plan, plan_gpu = plan_parts(self.model, TARGET, {"litert_version": installed_release()})
         # Ops in no partition of check's plan: constants the delegate folds (a DEQUANTIZE of fp16
         # weights). The accelerator's summary line does not count them; where it takes the whole
         # graph it writes no summary, and they are part of the whole.
@@ -283,7 +283,18 @@ def _last_error(log: str) -> str:
 def _litert_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("ai-edge-litert")
-    except PackageNotFoundError:
-        return "?"
+    for dist in ("ai-edge-litert", "ai-edge-litert-nightly"):  # the nightly installs the same module
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "?"
+
+
+def installed_release() -> str:
+    """The litert-gpu release check models for the ai-edge-litert here: its major.minor where
+    `--litert-version` has it, else the default (2.3)."""
+    from gpulint.settings import LITERT_VERSIONS
+
+    release = ".".join(_litert_version().split(".")[:2])
+    return release if release in LITERT_VERSIONS else LITERT_VERSIONS[0]
