@@ -153,3 +153,12 @@ def test_the_rewritten_model_passes_on_the_gl_delegate(tmp_path: Path, name: str
     write(rewrite(FIRES[name]())[0], tmp_path / "after.tflite")
     answer = verify(tmp_path / "after.tflite", "gl")
     assert answer["status"] == "PASS", answer
+
+
+@pytest.mark.parametrize(("x", "out"), [([1, 0, 8], [2, 0, 8]), ([0], [3, 0])])
+def test_an_empty_dim_is_left_alone(x: list[int], out: list[int]) -> None:
+    """A zero-size dim (a hostile or degenerate file) is not tiled: TILE's multiples would divide by it."""
+    m = expand(x, out)
+    assert codes(m, "litert-gpu") == []
+    _, changes, skipped = rewrite(m)
+    assert changes == [] and "empty or unknown dim" in skipped[0]

@@ -31,6 +31,8 @@ def tiled_form(x_shape: list[int], target: list[int]) -> list[int] | None:
 
 def left_alone(x_shape: list[int], target: list[int]) -> str | None:
     """Why the pass leaves a BROADCAST_TO of `x_shape` to `target` as it is (None: it rewrites it)."""
+    if any(d <= 0 for d in (*x_shape, *target)):
+        return f"{x_shape} -> {target} has an empty or unknown dim"
     if tiled_form(x_shape, target) is None:
         return f"{x_shape} does not broadcast to {target} as written"
     if len(target) > 4:
