@@ -145,3 +145,25 @@ def refused_reshape(g: Any, y: int) -> int:
     n = g.const("n", np.array(128, np.int32))
     target = g.op("PACK", [batch, n], [2], dtype="INT32", options=dict(values_count=2))
     return int(g.op("RESHAPE", [y, target], [1, 128]))
+
+
+def verify_status(path: Path, engine: str) -> str:
+    """`gpulint verify PATH --engine ENGINE --format json`'s status (PASS, FAIL, CPU-ONLY, ...); the gl
+    engine runs the oracle venv's wheel, and the runs take the accelerator's lock."""
+    import json
+    import sys
+
+    from oracle import VENV as GL_VENV
+
+    env = dict(os.environ, GPULINT_GL_PYTHON=str(GL_VENV / "bin" / "python"))
+    with ACCELERATOR_LOCK:
+        run = subprocess.run(
+            [sys.executable, "-m", "gpulint", "verify", str(path), "--engine", engine, "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+    assert run.returncode in (0, 1, 3), run.stdout + run.stderr
+    status: str = json.loads(run.stdout)["status"]
+    return status

@@ -6,17 +6,12 @@ accelerator and (where dim 0 is not tiled) on the classic delegate's OpenGL back
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ACCELERATOR_LOCK, needs_accelerator
-from oracle import VENV as GL_VENV
+from helpers import needs_accelerator, verify_status
 from oracle import unavailable as gl_unavailable
 
 from gpulint import reference
@@ -123,27 +118,11 @@ def test_the_pass_says_why_it_left_a_runtime_shape() -> None:
 # -- on the real runtimes --------------------------------------------------------------------------
 
 
-def verify(path: Path, engine: str) -> dict[str, object]:
-    env = dict(os.environ, GPULINT_GL_PYTHON=str(GL_VENV / "bin" / "python"))
-    with ACCELERATOR_LOCK:
-        run = subprocess.run(
-            [sys.executable, "-m", "gpulint", "verify", str(path), "--engine", engine, "--format", "json"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-    assert run.returncode in (0, 1, 3), run.stdout + run.stderr
-    answer: dict[str, object] = json.loads(run.stdout)
-    return answer
-
-
 @needs_accelerator()
 @pytest.mark.parametrize("name", ["rank4-gqa", "rank2-to-rank3"])
 def test_the_rewritten_model_passes_on_the_accelerator(tmp_path: Path, name: str) -> None:
     write(rewrite(FIRES[name]())[0], tmp_path / "after.tflite")
-    answer = verify(tmp_path / "after.tflite", "litert-gpu")
-    assert answer["status"] == "PASS", answer
+    assert verify_status(tmp_path / "after.tflite", "litert-gpu") == "PASS"
 
 
 @pytest.mark.parametrize("name", ["rank4-gqa", "rank3-rows"])
@@ -151,8 +130,7 @@ def test_the_rewritten_model_passes_on_the_gl_delegate(tmp_path: Path, name: str
     if why := gl_unavailable():
         pytest.skip(why)
     write(rewrite(FIRES[name]())[0], tmp_path / "after.tflite")
-    answer = verify(tmp_path / "after.tflite", "gl")
-    assert answer["status"] == "PASS", answer
+    assert verify_status(tmp_path / "after.tflite", "gl") == "PASS"
 
 
 @pytest.mark.parametrize(("x", "out"), [([1, 0, 8], [2, 0, 8]), ([0], [3, 0])])

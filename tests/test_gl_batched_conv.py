@@ -4,15 +4,11 @@ FAILs against the CPU (zeros past the first image) and batch 1 PASSes."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle import VENV as GL_VENV
+from helpers import verify_status
 from oracle import unavailable as gl_unavailable
 
 from gpulint.model import Model
@@ -57,23 +53,9 @@ def test_gpu812_is_silent_at_batch_1_on_opencl_and_on_the_accelerator() -> None:
     assert codes(conv(2, op="DEPTHWISE_CONV_2D")) == []  # not measured: not claimed
 
 
-def verify_gl(path: Path) -> str:
-    env = dict(os.environ, GPULINT_GL_PYTHON=str(GL_VENV / "bin" / "python"))
-    run = subprocess.run(
-        [sys.executable, "-m", "gpulint", "verify", str(path), "--engine", "gl", "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert run.returncode in (0, 1, 3), run.stdout + run.stderr
-    status: str = json.loads(run.stdout)["status"]
-    return status
-
-
 @pytest.mark.parametrize(("batch", "status"), [(2, "FAIL"), (1, "PASS")])
 def test_the_gl_delegate_computes_the_first_image_only(tmp_path: Path, batch: int, status: str) -> None:
     if why := gl_unavailable():
         pytest.skip(why)
     write(conv(batch), tmp_path / "m.tflite")
-    assert verify_gl(tmp_path / "m.tflite") == status
+    assert verify_status(tmp_path / "m.tflite", "gl") == status

@@ -6,16 +6,11 @@ failing at init) and the copy right on each (measured first by hand: see rules.y
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ACCELERATOR_LOCK, needs_accelerator
-from oracle import VENV as GL_VENV
+from helpers import needs_accelerator, verify_status
 from oracle import unavailable as gl_unavailable
 
 from gpulint import reference
@@ -152,26 +147,11 @@ def test_output_copy_is_exact_and_quiets_every_rule(tmp_path: Path, case: tuple[
 # -- on the real runtimes --------------------------------------------------------------------------
 
 
-def verify(path: Path, engine: str) -> str:
-    env = dict(os.environ, GPULINT_GL_PYTHON=str(GL_VENV / "bin" / "python"))
-    with ACCELERATOR_LOCK:
-        run = subprocess.run(
-            [sys.executable, "-m", "gpulint", "verify", str(path), "--engine", engine, "--format", "json"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-    assert run.returncode in (0, 1, 3), run.stdout + run.stderr
-    status: str = json.loads(run.stdout)["status"]
-    return status
-
-
 def before_and_after(tmp_path: Path, case: tuple[str, str], engine: str) -> tuple[str, str]:
     before = model(*case)
     write(before, tmp_path / "before.tflite")
     write(copied(before)[0], tmp_path / "after.tflite")
-    return verify(tmp_path / "before.tflite", engine), verify(tmp_path / "after.tflite", engine)
+    return verify_status(tmp_path / "before.tflite", engine), verify_status(tmp_path / "after.tflite", engine)
 
 
 @needs_accelerator()
@@ -195,4 +175,4 @@ def test_the_near_miss_is_right_on_the_gl_delegate(tmp_path: Path) -> None:
     if why := gl_unavailable():
         pytest.skip(why)
     write(model("add", "add-own-input"), tmp_path / "m.tflite")
-    assert verify(tmp_path / "m.tflite", "gl") == "PASS"
+    assert verify_status(tmp_path / "m.tflite", "gl") == "PASS"

@@ -237,13 +237,7 @@ def litert_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]
         return
     reader = md_fused_output(sig.graph, sig)
     if reader is not None and v.on_gpu(reader):
-        out = sig.outputs[0]
-        yield Hit(
-            {"op": sig.op, "index": sig.index, "tensor": out.name, "reader": reader.op, "reader_index": reader.index},
-            sig.index,
-            sig.op,
-            [out.name],
-        )
+        yield _lost_output(sig, reader)
 
 
 @detector("GPU811", "op")
@@ -258,13 +252,13 @@ def gl_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
         return
     reader = gl_fused_output(sig.graph, sig)
     if reader is not None and v.placed[reader.index].placement == "gpu":
-        out = sig.outputs[0]
-        yield Hit(
-            {"op": sig.op, "index": sig.index, "tensor": out.name, "reader": reader.op, "reader_index": reader.index},
-            sig.index,
-            sig.op,
-            [out.name],
-        )
+        yield _lost_output(sig, reader)
+
+
+def _lost_output(sig: OpSignature, reader: OpSignature) -> Hit:
+    out = sig.outputs[0]
+    values = {"op": sig.op, "index": sig.index, "tensor": out.name, "reader": reader.op, "reader_index": reader.index}
+    return Hit(values, sig.index, sig.op, [out.name])
 
 
 @detector("GPU812", "op")
