@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import needs_accelerator, verify_status
+from helpers import needs_accelerator, refused_reshape, verify_status
 from oracle import unavailable as gl_unavailable
 
 from gpulint import reference
@@ -176,3 +176,15 @@ def test_the_near_miss_is_right_on_the_gl_delegate(tmp_path: Path) -> None:
         pytest.skip(why)
     write(model("add", "add-own-input"), tmp_path / "m.tflite")
     assert verify_status(tmp_path / "m.tflite", "gl") == "PASS"
+
+
+def test_a_refused_graph_reports_no_runtime_defect() -> None:
+    """Nothing runs on the GPU once the interpreter refuses the delegate: no GPU8xx finding."""
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x, y = g.input("x", SH), g.input("y", SH)
+    p = g.op("ADD", [x, y], SH, out_name="p")
+    g.output(p, g.op("RELU", [p], SH), refused_reshape(g, x))  # a dynamic-sized tensor: refused
+    result = Linter(TARGETS["classic"], targets=TARGETS, backends=("opengl",)).lint(mb.build())
+    codes = {f.code for f in result.findings}
+    assert result.verdict == "refused" and "GPU811" not in codes, (result.verdict, codes)

@@ -119,8 +119,10 @@ class Linter:
             findings.extend(self._detect(scope, whole, items, None))
         refusal = find_refusal(model, graphs)
         if refusal is not None:
-            # Partition findings describe a split that never happens once the graph is refused.
-            split = {CUT_OFF, *(d.code for d in detectors.in_scope("plan"))}
+            # Partition findings describe a split that never happens once the graph is refused, and
+            # a runtime defect a GPU computation that never happens.
+            defects = {code for code, rule in self.rules.items() if rule.category == "runtime-defect"}
+            split = {CUT_OFF, *(d.code for d in detectors.in_scope("plan")), *defects}
             findings = [f for f in findings if f.code not in split]
             findings.append(self._refuse(refusal, placements, plans))
         verdict, reason = model_verdict(plans)

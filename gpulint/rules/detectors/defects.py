@@ -236,7 +236,7 @@ def litert_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]
     if not (_litert(v) and v.on_gpu(sig)):
         return
     reader = md_fused_output(sig.graph, sig)
-    if reader is not None and v.on_gpu(reader):
+    if reader is not None and {sig.index, reader.index} <= set(v.plan.delegated_nodes):  # one partition
         yield _lost_output(sig, reader)
 
 
@@ -251,7 +251,7 @@ def gl_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
         return
     reader = gl_fused_output(sig.graph, sig)
-    if reader is not None and v.placed[reader.index].placement == "gpu":
+    if reader is not None and {sig.index, reader.index} <= set(v.plan.delegated_nodes):  # one partition
         yield _lost_output(sig, reader)
 
 
@@ -270,5 +270,5 @@ def gl_batched_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     if sig.op != "CONV_2D" or p.placement != "gpu" or "opengl" in p.backend_failures or not sig.outputs:
         return
     out = sig.outputs[0]
-    if out.rank == 4 and out.shape[0] > 1:
+    if out.rank == 4 and out.shape[0] > 1 and sig.index in v.plan.delegated_nodes:
         yield Hit({"op": sig.op, "index": sig.index, "batch": out.shape[0], "tensor": out.name}, sig.index, sig.op)
