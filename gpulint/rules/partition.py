@@ -17,9 +17,9 @@ split with the DEQUANTIZEs in the graph as CPU nodes, and leaves every DEQUANTIZ
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gpulint.model.ir import NUMPY_DTYPES
 from gpulint.rules.placement import Placement
@@ -138,6 +138,273 @@ def split(
     return out
 
 
+T = TypeVar("T")
+
+
+def libcxx_sort(items: list[T], less: Callable[[T, T], bool]) -> list[T]:
+    """`std::sort(items, less)` as libc++ does it (LLVM 16 and later: __introsort with the pdqsort ideas,
+    libcxx/include/__algorithm/sort.h), for a comparator that is not a plain std::less on an arithmetic type (so
+    no branchless or bitset variant). The order of equal elements is this algorithm's, which is what the
+    delegate's GetFirstNLargestPartitions (tflite/delegates/utils.cc 104-130) leaves among subsets of equal
+    size; libmediapipe.so, the GL oracle's build, has these functions (`std::__u::__introsort<..., Lb0>`,
+    `__partition_with_equals_on_left`, `__insertion_sort_incomplete` for GetFirstNLargestPartitions' lambda).
+    Returns a new list."""
+    a = list(items)
+
+    def swap(i: int, j: int) -> None:
+        a[i], a[j] = a[j], a[i]
+
+    def sort3(x: int, y: int, z: int) -> None:
+        if not less(a[y], a[x]):
+            if not less(a[z], a[y]):
+                return
+            swap(y, z)
+            if less(a[y], a[x]):
+                swap(x, y)
+            return
+        if less(a[z], a[y]):
+            swap(x, z)
+            return
+        swap(x, y)
+        if less(a[z], a[y]):
+            swap(y, z)
+
+    def sort4(x1: int, x2: int, x3: int, x4: int) -> None:
+        sort3(x1, x2, x3)
+        if less(a[x4], a[x3]):
+            swap(x3, x4)
+            if less(a[x3], a[x2]):
+                swap(x2, x3)
+                if less(a[x2], a[x1]):
+                    swap(x1, x2)
+
+    def sort5(x1: int, x2: int, x3: int, x4: int, x5: int) -> None:
+        sort4(x1, x2, x3, x4)
+        if less(a[x5], a[x4]):
+            swap(x4, x5)
+            if less(a[x4], a[x3]):
+                swap(x3, x4)
+                if less(a[x3], a[x2]):
+                    swap(x2, x3)
+                    if less(a[x2], a[x1]):
+                        swap(x1, x2)
+
+    def small(first: int, last: int) -> bool:
+        """The cases of 0-5 elements, done in place; False for longer ranges."""
+        n = last - first
+        if n == 2 and less(a[last - 1], a[first]):
+            swap(first, last - 1)
+        elif n == 3:
+            sort3(first, first + 1, last - 1)
+        elif n == 4:
+            sort4(first, first + 1, first + 2, last - 1)
+        elif n == 5:
+            sort5(first, first + 1, first + 2, first + 3, last - 1)
+        return n <= 5
+
+    def insertion_sort(first: int, last: int, guarded: bool = True) -> None:
+        for i in range(first + 1, last):
+            j = i - 1
+            if less(a[i], a[j]):
+                t, k, j = a[i], j, i
+                while True:
+                    a[j] = a[k]
+                    j = k
+                    if (guarded and j == first) or not less(t, a[k - 1]):
+                        break
+                    k -= 1
+                a[j] = t
+
+    def insertion_sort_incomplete(first: int, last: int) -> bool:
+        if small(first, last) or last - first < 2:
+            return True
+        j = first + 2
+        sort3(first, first + 1, j)
+        count = 0
+        i = j + 1
+        while i != last:
+            if less(a[i], a[j]):
+                t, k, j = a[i], j, i
+                while True:
+                    a[j] = a[k]
+                    j = k
+                    if j == first or not less(t, a[k - 1]):
+                        break
+                    k -= 1
+                a[j] = t
+                count += 1
+                if count == 8:
+                    return i + 1 == last
+            j = i
+            i += 1
+        return True
+
+    def partition_right(first: int, last: int) -> tuple[int, bool]:
+        begin, pivot = first, a[first]
+        first += 1
+        while less(a[first], pivot):
+            first += 1
+        if begin == first - 1:
+            while first < last:
+                last -= 1
+                if less(a[last], pivot):
+                    break
+        else:
+            last -= 1
+            while not less(a[last], pivot):
+                last -= 1
+        already = first >= last
+        while first < last:
+            swap(first, last)
+            first += 1
+            while less(a[first], pivot):
+                first += 1
+            last -= 1
+            while not less(a[last], pivot):
+                last -= 1
+        pos = first - 1
+        if begin != pos:
+            a[begin] = a[pos]
+        a[pos] = pivot
+        return pos, already
+
+    def partition_left(first: int, last: int) -> int:
+        begin, pivot = first, a[first]
+        if less(pivot, a[last - 1]):
+            first += 1
+            while not less(pivot, a[first]):
+                first += 1
+        else:
+            first += 1
+            while first < last and not less(pivot, a[first]):
+                first += 1
+        if first < last:
+            last -= 1
+            while less(pivot, a[last]):
+                last -= 1
+        while first < last:
+            swap(first, last)
+            first += 1
+            while not less(pivot, a[first]):
+                first += 1
+            last -= 1
+            while less(pivot, a[last]):
+                last -= 1
+        pos = first - 1
+        if begin != pos:
+            a[begin] = a[pos]
+        a[pos] = pivot
+        return first
+
+    def heap_sort(first: int, last: int) -> None:
+        """__partial_sort(first, last, last): make_heap, then sort_heap (Floyd's pop), the depth limit's fallback."""
+        n = last - first
+
+        def sift_down(start: int, length: int) -> None:
+            child = start - first
+            if length < 2 or (length - 2) // 2 < child:
+                return
+            child = 2 * child + 1
+            ci = first + child
+            if child + 1 < length and less(a[ci], a[ci + 1]):
+                ci, child = ci + 1, child + 1
+            if less(a[ci], a[start]):
+                return
+            top = a[start]
+            while True:
+                a[start] = a[ci]
+                start = ci
+                if (length - 2) // 2 < child:
+                    break
+                child = 2 * child + 1
+                ci = first + child
+                if child + 1 < length and less(a[ci], a[ci + 1]):
+                    ci, child = ci + 1, child + 1
+                if less(a[ci], top):
+                    break
+            a[start] = top
+
+        for start in range((n - 2) // 2, -1, -1):
+            sift_down(first + start, n)
+        end = last
+        for length in range(n, 1, -1):
+            top, hole, child = a[first], first, 0
+            while True:  # __floyd_sift_down
+                ci = first + 2 * child + 1
+                child = 2 * child + 1
+                if child + 1 < length and less(a[ci], a[ci + 1]):
+                    ci, child = ci + 1, child + 1
+                a[hole] = a[ci]
+                hole = ci
+                if child > (length - 2) // 2:
+                    break
+            end -= 1
+            if hole == end:
+                a[hole] = top
+                continue
+            a[hole] = a[end]
+            a[end] = top
+            hole += 1
+            up = hole - first  # __sift_up(first, hole, up)
+            if up > 1:
+                up = (up - 2) // 2
+                ptr, tail = first + up, hole - 1
+                if less(a[ptr], a[tail]):
+                    t = a[tail]
+                    while True:
+                        a[tail] = a[ptr]
+                        tail = ptr
+                        if up == 0:
+                            break
+                        up = (up - 1) // 2
+                        ptr = first + up
+                        if not less(a[ptr], t):
+                            break
+                    a[tail] = t
+
+    def introsort(first: int, last: int, depth: int, leftmost: bool = True) -> None:
+        while True:
+            if small(first, last) or last - first < 2:
+                return
+            n = last - first
+            if n < 24:
+                insertion_sort(first, last, guarded=leftmost)
+                return
+            if depth == 0:
+                heap_sort(first, last)
+                return
+            depth -= 1
+            half = n // 2
+            if n > 128:  # Tukey's ninther
+                sort3(first, first + half, last - 1)
+                sort3(first + 1, first + half - 1, last - 2)
+                sort3(first + 2, first + half + 1, last - 3)
+                sort3(first + half - 1, first + half, first + half + 1)
+                swap(first, first + half)
+            else:
+                sort3(first + half, first, last - 1)
+            if not leftmost and not less(a[first - 1], a[first]):
+                first = partition_left(first, last)
+                continue
+            i, already = partition_right(first, last)
+            if already:
+                left_sorted = insertion_sort_incomplete(first, i)
+                if insertion_sort_incomplete(i + 1, last):
+                    if left_sorted:
+                        return
+                    last = i
+                    continue
+                if left_sorted:
+                    first = i + 1
+                    continue
+            introsort(first, i, depth, leftmost)
+            leftmost = False
+            first = i + 1
+
+    introsort(0, len(a), 2 * (len(a).bit_length() - 1) if a else 0)
+    return a
+
+
 # Estimates saturate here: an absurd shape (a fuzzed or hostile file: dims of 2**31 at rank 600)
 # would otherwise make an integer too large to print (Python's 4300-digit limit, which killed
 # `check --format json` and `report`) or slow to multiply. Real models are far below it.
@@ -211,11 +478,13 @@ def plan_subgraph(
     else:
         # Scenario 2: the largest subsets of supported nodes, split with the DEQUANTIZEs as CPU nodes.
         parts = split(graph, everything, supported)
-        largest = sorted((p for p in parts if p.kind == "gpu"), key=lambda p: -len(p.ops))
+        # GetFirstNLargestPartitions orders the subsets by size with std::sort, which is not stable: among
+        # subsets of equal size, the one it takes is the one libc++'s sort puts first, not the earliest.
+        largest = libcxx_sort([p for p in parts if p.kind == "gpu"], lambda a, b: len(a.ops) > len(b.ops))
         for part in largest[: max_partitions or None]:
             if len(part.ops) < min_nodes:
                 break
-            part.delegated = True  # sorted() is stable: ties keep graph order, as GetFirstNLargestPartitions
+            part.delegated = True
         taken = {n for p in parts if p.delegated for n in p.ops}
         for p in placed:
             if p.index in fp16:

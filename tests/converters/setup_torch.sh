@@ -55,3 +55,26 @@ if ! out=$("$VENV/bin/python" tests/converters/torch_half_build.py "$HALF" 2> "$
   half_note "the half-precision corpus build failed (log: $HALF/build.log)"
 fi
 echo "PyTorch half-precision corpus ready in $(echo "$out" | tail -n1)" >&2
+
+# torchvision's own architectures of issue #49 (tests/converters/torchvision_build.py: EfficientNet-B0, ResNet-18,
+# a U-Net, ViT-small in float, fp16 weights, weight-only int8 and dynamic-range int8; about 4 minutes on 2 cores),
+# beside the main corpus: .converter-cache/torchvision by default (CACHE-vision for another CACHE). torchvision
+# 0.28.0 is the release for torch 2.13.0, installed --no-deps: its requirements would replace the CPU torch wheel.
+# Its C++ ops need the CUDA build and stay unloaded; the build imports torchvision.models without them.
+case "${CACHE%/}" in
+  */torch | torch) VISION="${CACHE%/}vision" ;;  # .converter-cache/torch -> .converter-cache/torchvision
+  *) VISION="${CACHE%/}-vision" ;;
+esac
+vision_note() { echo "note: $*; the torchvision corpus tests (tests/test_corpus_torchvision.py) will skip" >&2; exit 3; }
+TV_PIN="torchvision==0.28.0"
+if [ "$("$VENV/bin/python" -c 'from importlib import metadata; print(metadata.version("torchvision"))' 2>/dev/null)" != "${TV_PIN#*==}" ]; then
+  "$VENV/bin/python" -m pip install --quiet --no-deps "$TV_PIN" 2>&1 | grep -v "^WARNING: Location" >&2
+fi
+mkdir -p "$VISION" || vision_note "cannot write $VISION"
+start=$SECONDS
+if ! out=$("$VENV/bin/python" tests/converters/torchvision_build.py "$VISION" 2> "$VISION/build.log"); then
+  tail -5 "$VISION/build.log" >&2
+  vision_note "the torchvision corpus build failed (log: $VISION/build.log)"
+fi
+failed=$(grep -cE '^[a-z0-9_]+\.tflite: [A-Za-z]+Error' "$VISION/build.log")
+echo "torchvision corpus ready in $(echo "$out" | tail -n1) ($((SECONDS - start)) s; models the converter refused: ${failed:-0})" >&2
