@@ -375,3 +375,32 @@ def test_an_axis_outside_the_tensor_is_an_op_the_executor_cannot_lower() -> None
     for axis in (3, 4, -4):
         with pytest.raises(ExecutorError, match=f"axis {axis} is outside a rank-3 tensor"):
             bhwc_axis(3, axis)
+
+
+@needs_opencl()
+@pytest.mark.parametrize(
+    ("x_shape", "out_shape", "words"),
+    [
+        ([1, 4, 4, 8], [1, 4, 40], "RESHAPE: its inputs make 128 elements, its output declares 160"),
+        ([1, 4, 4, -8], [1, 4, 40], r"RESHAPE: input 0 has the shape \[1, 4, 4, -8\]"),
+    ],
+)
+def test_a_move_whose_shapes_disagree_is_an_op_the_executor_cannot_lower(
+    x_shape: list[int], out_shape: list[int], words: str
+) -> None:
+    """10,000-case run at d0c0515, case 9074: a yolov8n-pose RESHAPE whose input dim was mutated to
+    -2^31 made the copy's index map another size than its output (IndexError in verify at fp16); a
+    move whose inputs and declared output disagree, or with a negative dim, is now an op the
+    executor cannot lower, named (verify then runs it on the CPU, where the interpreter says why)."""
+    from helpers import opencl_device
+
+    from gpulint.executor import Executor
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    y = g.op("ADD", [x, x], x_shape)  # the declared shape a damaged file may carry
+    g.output(g.op("RESHAPE", [y, g.const("s", np.array(out_shape, np.int32))], out_shape))
+    device, _ = opencl_device()
+    with pytest.raises(ExecutorError, match=words):
+        Executor(mb.build(), device)

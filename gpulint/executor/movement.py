@@ -83,8 +83,12 @@ def apply(
         raise Unsupported(op)
     for shape in out_shapes:
         check_moved(op, shape)
-    result = fn(data, consts, options, out_shapes)
-    return [np.asarray(r).reshape(s) for r, s in zip(result, out_shapes, strict=True)]
+    result = [np.asarray(r) for r in fn(data, consts, options, out_shapes)]
+    for r, s in zip(result, out_shapes, strict=True):
+        declared = int(np.prod(s)) if len(s) else 1
+        if r.size != declared:  # a damaged file: the inputs make another shape than it declares
+            raise ExecutorError(f"{op}: its inputs make {r.size} elements, its output declares {declared}")
+    return [r.reshape(s) for r, s in zip(result, out_shapes, strict=True)]
 
 
 def check_moved(op: str, shape: Any) -> None:
@@ -121,7 +125,7 @@ def _x(data: list[np.ndarray | None], i: int = 0) -> np.ndarray:
 
 
 def _reshape(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:
-    return [_x(data).reshape(outs[0])]
+    return [_x(data).ravel()]  # apply() lays it out as the output, once the sizes agree
 
 
 def _transpose(data: Any, consts: Any, options: Any, outs: Any) -> list[np.ndarray]:

@@ -30,6 +30,8 @@ def move(cx: LowerContext, op: OpView) -> list[Launch]:
             consts.append(value)
             continue
         movement.check_moved(op.name, cx.shape(t))
+        if any(int(d) < 0 for d in cx.shape(t)):  # a damaged file's shape: an op it cannot lower
+            raise ExecutorError(f"{op.name}: input {i} has the shape {list(cx.shape(t))}")
         n = int(np.prod(cx.shape(t))) if cx.shape(t) else 1
         data.append(np.arange(base, base + n).reshape(cx.shape(t)))
         consts.append(value)
