@@ -38,12 +38,29 @@ S_BUILDER = (
     "ErrorReporterEPKNS_18InterpreterOptionsEPKNS_10AllocationE"
 )
 S_BUILD = "_ZN6tflite4impl18InterpreterBuilderclEPNSt3__u10unique_ptrINS0_11InterpreterENS2_14default_deleteIS4_EEEE"
+# MemoryAllocation(const void* ptr, size_t bytes, ErrorReporter*): the model's bytes as its Allocation,
+# as every app's loader (BuildFromFile, BuildFromBuffer) gives one. Without it the interpreter never
+# loads buffers stored after the flatbuffer (interpreter_builder.cc 756-776: offset > 1 && allocation_),
+# the quantizer's layout for every weight of 1 KiB or more: they become empty runtime tensors.
+S_MEMORY_ALLOCATION = "_ZN6tflite16MemoryAllocationC1EPKvmPNS_13ErrorReporterE"
 S_MODIFY = "_ZN6tflite4impl11Interpreter23ModifyGraphWithDelegateEP14TfLiteDelegate"
 S_ALLOC = "_ZN6tflite4impl11Interpreter15AllocateTensorsEv"
 S_INVOKE = "_ZN6tflite4impl11Interpreter6InvokeEv"
 S_GETPLAN = "_ZN6tflite8Subgraph16GetExecutionPlanEP13TfLiteContextPP14TfLiteIntArray"
 S_GETNODE = "_ZN6tflite8Subgraph22GetNodeAndRegistrationEP13TfLiteContextiPP10TfLiteNodePP18TfLiteRegistration"
-NEEDED = [*S_MINLOG, S_ERR, S_MP_RESOLVER, S_BUILDER, S_BUILD, S_MODIFY, S_ALLOC, S_INVOKE, S_GETPLAN, S_GETNODE]
+NEEDED = [
+    *S_MINLOG,
+    S_ERR,
+    S_MP_RESOLVER,
+    S_BUILDER,
+    S_BUILD,
+    S_MEMORY_ALLOCATION,
+    S_MODIFY,
+    S_ALLOC,
+    S_INVOKE,
+    S_GETPLAN,
+    S_GETNODE,
+]
 NEEDED += ["MpErrorFree", "TfLiteGpuDelegateCreate"]
 BUILTIN_DELEGATE = 51
 STATUS = {0: "kTfLiteOk", 1: "kTfLiteError", 2: "kTfLiteDelegateError", 3: "kTfLiteApplicationError"}
@@ -161,12 +178,16 @@ class Interpreter:
         ]  # the interpreter reads the model in place
         resolver = ctypes.create_string_buffer(1 << 16)  # larger than MediaPipeBuiltinOpResolver
         builder = ctypes.create_string_buffer(1 << 14)
-        self._keep += [resolver, builder]
+        allocation = ctypes.create_string_buffer(256)  # larger than MemoryAllocation (5 words)
+        self._keep += [resolver, builder, allocation]
         fn(S_MP_RESOLVER, None, VP)(ctypes.addressof(resolver))
         model = ctypes.addressof(self._keep[0]) + int.from_bytes(data[:4], "little")
         err = fn(S_ERR, VP)()
+        fn(S_MEMORY_ALLOCATION, None, VP, VP, ctypes.c_size_t, VP)(
+            ctypes.addressof(allocation), ctypes.addressof(self._keep[0]), len(data), err
+        )
         fn(S_BUILDER, None, VP, VP, VP, VP, VP, VP)(
-            ctypes.addressof(builder), model, ctypes.addressof(resolver), err, None, None
+            ctypes.addressof(builder), model, ctypes.addressof(resolver), err, None, ctypes.addressof(allocation)
         )
         slot = VP()
         st = fn(S_BUILD, ctypes.c_int, VP, VP)(ctypes.addressof(builder), ctypes.byref(slot))

@@ -41,6 +41,11 @@ S_BUILDER = (
     "_ZN6tflite4impl18InterpreterBuilderC1EPKNS_5ModelERKNS_10OpResolverEPNS_13"
     "ErrorReporterEPKNS_18InterpreterOptionsEPKNS_10AllocationE"
 )
+# MemoryAllocation(const void*, size_t, ErrorReporter*): the model's bytes as its Allocation, as an
+# app's loader gives one; without it the buffers stored after the flatbuffer (the quantizer's layout
+# for weights of 1 KiB or more) are never loaded (interpreter_builder.cc 756-776), and the delegate
+# sees them as runtime tensors (docs/how-we-know/torchvision-exports.md).
+S_MEMORY_ALLOCATION = "_ZN6tflite16MemoryAllocationC1EPKvmPNS_13ErrorReporterE"
 S_BUILDER_DTOR = "_ZN6tflite4impl18InterpreterBuilderD1Ev"
 S_BUILD = "_ZN6tflite4impl18InterpreterBuilderclEPNSt3__u10unique_ptrINS0_11InterpreterENS2_14default_deleteIS4_EEEE"
 S_MODIFY = "_ZN6tflite4impl11Interpreter23ModifyGraphWithDelegateEP14TfLiteDelegate"
@@ -70,6 +75,7 @@ NEEDED = [
     S_ERR,
     S_MP_RESOLVER,
     S_BUILDER,
+    S_MEMORY_ALLOCATION,
     S_BUILDER_DTOR,
     S_BUILD,
     S_MODIFY,
@@ -86,7 +92,7 @@ def _symbols(so: str) -> dict[str, int]:
     """The offsets of the symbols we call, from `nm` (about a second on this 120 MB library),
     kept beside the venv for the next child, keyed by the library's size and mtime."""
     st = os.stat(so)
-    key = f"{so}:{st.st_size}:{st.st_mtime_ns}"
+    key = f"{so}:{st.st_size}:{st.st_mtime_ns}:{','.join(sorted(NEEDED))}"  # a symbol added: nm again
     saved = os.path.join(sys.prefix, "oracle-symbols.json")
     try:
         with open(saved) as f:
@@ -150,6 +156,7 @@ class Runtime:
         self.err_reporter = fn(S_ERR, VP)()
         self.mk_resolver = fn(S_MP_RESOLVER, None, VP)
         self.mk_builder = fn(S_BUILDER, None, VP, VP, VP, VP, VP, VP)
+        self.mk_allocation = fn(S_MEMORY_ALLOCATION, None, VP, VP, ctypes.c_size_t, VP)
         self.builder_dtor = fn(S_BUILDER_DTOR, None, VP) if S_BUILDER_DTOR in syms else None
         self.build = fn(S_BUILD, ctypes.c_int, VP, VP)
         self.modify = fn(S_MODIFY, ctypes.c_int, VP, VP)
@@ -206,9 +213,18 @@ class Runtime:
         buf = ctypes.create_string_buffer(data, len(data))
         resolver = ctypes.create_string_buffer(1 << 16)  # larger than MediaPipeBuiltinOpResolver
         builder = ctypes.create_string_buffer(1 << 14)
+        allocation = ctypes.create_string_buffer(256)  # larger than MemoryAllocation (5 words)
         self.mk_resolver(ctypes.addressof(resolver))
+        self.mk_allocation(ctypes.addressof(allocation), ctypes.addressof(buf), len(data), self.err_reporter)
         model = ctypes.addressof(buf) + int.from_bytes(data[:4], "little")
-        self.mk_builder(ctypes.addressof(builder), model, ctypes.addressof(resolver), self.err_reporter, None, None)
+        self.mk_builder(
+            ctypes.addressof(builder),
+            model,
+            ctypes.addressof(resolver),
+            self.err_reporter,
+            None,
+            ctypes.addressof(allocation),
+        )
         slot = VP()
         st = self.build(ctypes.addressof(builder), ctypes.byref(slot))
         if self.builder_dtor is not None:
@@ -247,7 +263,7 @@ class Runtime:
             self.interp_dtor(interp)  # the object's own bytes leak; its tensors and kernels do not
             if delegate is not None:
                 self.gpu_delete(delegate)
-            del buf, resolver
+            del buf, resolver, allocation
 
     def contexts(self, interp: int, n_tensors: int, n_sub: int) -> list[int]:
         """The TfLiteContext of every subgraph: the primary one found in the Interpreter by its
