@@ -758,3 +758,52 @@ def test_gpu808_gpu809_litert_layout_defects() -> None:
         "weights), which fails the whole compile (google-ai-edge/LiteRT#9523)"
     ]
     assert not [f for f in lint(single(build)) if f.code in ("GPU808", "GPU809")]  # classic: none
+
+
+def test_gpu404_broadcast_to_on_cpu() -> None:
+    # Both sides of the condition, the pass and both runtimes are in tests/test_broadcast_to.py.
+    def build(g: SubgraphBuilder) -> int:
+        shape = g.const("s", np.array([1, 4, 8, 64], np.int32))
+        return g.op("BROADCAST_TO", [g.input("x", [1, 4, 1, 64]), shape], [1, 4, 8, 64], version=2)
+
+    assert messages(lint(single(build), "litert-gpu"), "GPU404") == [
+        "`BROADCAST_TO` (op 0) expands `x` [1, 4, 1, 64] to [1, 4, 8, 64] on the CPU: no GPU runtime parses it, "
+        "and TILE, which they take, computes the same"
+    ]
+    assert messages(lint(single(build)), "GPU404") == []  # scoped to LiteRT's accelerator
+
+
+def test_gpu810_gpu811_lost_graph_outputs() -> None:
+    # Both sides of each condition, the pass and both runtimes are in tests/test_output_fusion.py.
+    def build(g: SubgraphBuilder) -> int:
+        s = g.op("ADD", [g.input("x", [1, 4, 4, 8]), g.input("y", [1, 4, 4, 8])], [1, 4, 4, 8], out_name="acc")
+        g.output(s)
+        return g.op("SUM", [s, g.const("axes", np.array([1, 2], np.int32))], [1, 1, 1, 8], options={"keep_dims": True})
+
+    assert messages(lint(single(build), "litert-gpu"), "GPU810") == [
+        "`ADD` (op 0) writes the graph output `acc`, which `SUM` (op 1) also reads: LiteRT's GPU accelerator merges "
+        "the two and hands back another value for `acc` (google-ai-edge/LiteRT#8599)"
+    ]
+
+    def relu(g: SubgraphBuilder) -> int:
+        s = g.op("ADD", [g.input("x", [1, 4, 4, 8]), g.input("y", [1, 4, 4, 8])], [1, 4, 4, 8], out_name="acc")
+        g.output(s)
+        return g.op("RELU", [s], [1, 4, 4, 8])
+
+    assert messages(lint(single(relu)), "GPU811") == [
+        "`ADD` (op 0) writes the graph output `acc`, which only `RELU` (op 1) reads inside the graph: the OpenGL ES "
+        "backend merges the two into one shader and never writes `acc` (zeros)"
+    ]
+
+
+def test_gpu812_gl_batched_conv() -> None:
+    # Both sides of the condition and the GL delegate are in tests/test_gl_batched_conv.py.
+    def build(g: SubgraphBuilder) -> int:
+        w = g.const("w", np.zeros((8, 3, 3, 4), np.float32))
+        opts = dict(padding="SAME", stride_w=1, stride_h=1)
+        return g.op("CONV_2D", [g.input("x", [2, 8, 8, 4]), w, -1], [2, 8, 8, 8], out_name="y", options=opts)
+
+    assert messages(lint(single(build)), "GPU812") == [
+        "`CONV_2D` (op 0) has a batch of 2: the OpenGL ES backend computes only the first image of `y` and leaves "
+        "the others zeros"
+    ]
