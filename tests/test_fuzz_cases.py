@@ -404,3 +404,39 @@ def test_a_move_whose_shapes_disagree_is_an_op_the_executor_cannot_lower(
     device, _ = opencl_device()
     with pytest.raises(ExecutorError, match=words):
         Executor(mb.build(), device)
+
+
+@needs_opencl()
+def test_a_conv_with_one_input_is_an_op_the_executor_cannot_lower() -> None:
+    """Second 10,000-case run at bc33086, case 9221: a yolo11n-cls conv left with one input by a swapped
+    offset was an IndexError in the executor's fusion plan and lowering (verify at fp16)."""
+    from helpers import opencl_device
+
+    from gpulint.executor import Executor
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 8])
+    g.output(g.op("CONV_2D", [x], [1, 4, 4, 8], options=dict(padding="SAME", stride_w=1, stride_h=1)))
+    device, _ = opencl_device()
+    with pytest.raises(ExecutorError, match=r"CONV_2D with 1 input\(s\)"):
+        Executor(mb.build(), device)
+
+
+@needs_opencl()
+def test_a_damaged_output_scale_is_saturated_without_a_warning() -> None:
+    """Second 10,000-case run, case 9560: a yolov8n-seg int8 output whose scale a mutation made 0 printed
+    numpy's overflow and cast warnings, 5 lines where bench says one; requantizing saturates quietly."""
+    from helpers import opencl_device
+
+    from gpulint.executor import Executor
+
+    mb = ModelBuilder()
+    g = mb.subgraph("main")
+    x = g.input("x", [1, 4, 4, 4])
+    g.output(g.op("QUANTIZE", [g.op("RELU", [x], [1, 4, 4, 4])], [1, 4, 4, 4], dtype="INT8", quant=(0.0, 0)))
+    device, _ = opencl_device()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (out,) = Executor(mb.build(), device).run([np.ones((1, 4, 4, 4), np.float32)])
+    assert out.dtype == np.int8 and int(out.max()) == 127

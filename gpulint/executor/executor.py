@@ -128,8 +128,9 @@ class Executor:
             if q is not None:
                 int_type = INT_TYPES[str(self.sg.tensors[t].type)]
                 info = np.iinfo(int_type)
-                value = np.clip(np.round(value / q.scale[0]) + q.zero_point[0], info.min, info.max)
-                value = value.astype(int_type)
+                with np.errstate(all="ignore"):  # a damaged scale (0, inf): clipped, as the GPU's cast saturates
+                    value = np.clip(np.round(value / q.scale[0]) + q.zero_point[0], info.min, info.max)
+                    value = value.astype(int_type)
             outputs.append(value)
         queue.finish()
         if profile:

@@ -85,6 +85,8 @@ def plan(view: GraphView) -> FusionPlan:
 def depthwise_conv(view: GraphView, op: Operator) -> bool:
     """A CONV_2D with one input channel per group (groups = input channels, a [O, kh, kw, 1]
     filter, as YOLO11 exports its positional conv)."""
+    if len(op.inputs) < 2 or min(op.inputs[:2]) < 0:  # a damaged file's conv: not this form
+        return False
     w_shape, c = view.shape(op.inputs[1]), (view.shape(op.inputs[0]) or [1])[-1]
     return len(w_shape) == 4 and w_shape[3] == 1 and c > 1
 

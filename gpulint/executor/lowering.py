@@ -31,6 +31,24 @@ class Lowered:
     raw_inputs: dict[int, Any] = field(default_factory=dict)  # graph input -> its buffer as given (float, BHWC)
 
 
+# Operands a lowering reads by position (weights, axes, the second operand): an op written with
+# fewer (a damaged file) is one the executor cannot lower, not an IndexError.
+MIN_INPUTS = {
+    "CONV_2D": 2,
+    "DEPTHWISE_CONV_2D": 2,
+    "TRANSPOSE_CONV": 3,
+    "FULLY_CONNECTED": 2,
+    "BATCH_MATMUL": 2,
+    "SUM": 2,
+    "MEAN": 2,
+    "REDUCE_MAX": 2,
+    "REDUCE_MIN": 2,
+    "REDUCE_PROD": 2,
+    "ARG_MAX": 2,
+    "ARG_MIN": 2,
+}
+
+
 def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
     sg = cx.view.sg
     done = Lowered()
@@ -55,6 +73,8 @@ def lower(prepared: Prepared, cx: LowerContext) -> Lowered:
         try:
             if not op.outputs:  # a malformed op (a damaged file): nothing to compute into
                 raise ExecutorError(f"{name} has no output")
+            if len(op.inputs) < MIN_INPUTS.get(name, 1) or op.inputs[0] < 0:  # a damaged file, too
+                raise ExecutorError(f"{name} with {len(op.inputs)} input(s)")
             this = cx.view.op(oi)  # its options and activation: a bad activation is a ValueError, not a gap
             lowering = LOWER.get(name)
             if lowering is None:
