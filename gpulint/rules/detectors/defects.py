@@ -21,6 +21,15 @@ def _litert(v: SubgraphView) -> bool:
     return v.target.name == LITERT_GPU
 
 
+def _on_gl(v: SubgraphView, sig: OpSignature) -> bool:
+    """The op runs on the classic delegate's (or MediaPipe's build's) OpenGL backend: that backend is
+    checked, the op is placed on the GPU, not folded, and OpenGL builds it (GPU806, GPU807, GPU811, GPU812)."""
+    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
+        return False
+    p = v.placed[sig.index]
+    return p.placement == "gpu" and not p.folded and "opengl" not in p.backend_failures
+
+
 def _densified(sig: OpSignature, t: TensorSpec) -> OpSignature | None:
     """The DENSIFY that makes `t` on the CPU, directly or through a DEQUANTIZE of its output."""
     p = sig.producer(t)
@@ -137,10 +146,7 @@ def gl_grouped_1x1_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     # shader takes a grouped 1x1 conv (gl.gl_conv_groups lets it initialize) and ignores the groups.
     from gpulint.rules.checks.gl import grouped_1x1_groups
 
-    if sig.op != "CONV_2D" or "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
-        return
-    p = v.placed[sig.index]
-    if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
+    if sig.op != "CONV_2D" or not _on_gl(v, sig):
         return
     if (groups := grouped_1x1_groups(sig)) and (w := sig.input(1)) is not None:
         yield Hit({"op": sig.op, "index": sig.index, "groups": groups, "tensor": w.name}, sig.index, sig.op)
@@ -169,11 +175,7 @@ def gl_broadcast_axes(sig: OpSignature) -> tuple[TensorSpec, TensorSpec, list[st
 
 @detector("GPU807", "op")
 def gl_constant_broadcast(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
-    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
-    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
-        return
-    p = v.placed[sig.index]
-    if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
+    if not _on_gl(v, sig):
         return
     if (found := gl_broadcast_axes(sig)) is not None:
         x, c, axes = found
@@ -244,11 +246,7 @@ def litert_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]
 def gl_lost_graph_output(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
     from gpulint.rules.checks.fusion import gl_fused_output
 
-    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
-    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
-        return
-    p = v.placed[sig.index]
-    if p.placement != "gpu" or p.folded or "opengl" in p.backend_failures:
+    if not _on_gl(v, sig):
         return
     reader = gl_fused_output(sig.graph, sig)
     if reader is not None and {sig.index, reader.index} <= set(v.plan.delegated_nodes):  # one partition
@@ -263,11 +261,7 @@ def _lost_output(sig: OpSignature, reader: OpSignature) -> Hit:
 
 @detector("GPU812", "op")
 def gl_batched_conv(v: SubgraphView, sig: OpSignature) -> Iterator[Hit]:
-    # The classic delegate (and MediaPipe's build) with its OpenGL backend checked, as GPU806.
-    if "opengl" not in v.backend_names or v.target.name not in ("classic", "mediapipe"):
-        return
-    p = v.placed[sig.index]
-    if sig.op != "CONV_2D" or p.placement != "gpu" or "opengl" in p.backend_failures or not sig.outputs:
+    if sig.op != "CONV_2D" or not sig.outputs or not _on_gl(v, sig):
         return
     out = sig.outputs[0]
     if out.rank == 4 and out.shape[0] > 1 and sig.index in v.plan.delegated_nodes:
