@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from conftest import CORPUS, CORPUS_FILES
 from converters import generative_build
+from converters.corpus import built_model, find
 from typer.testing import CliRunner
 
 from gpulint.cli import app
@@ -61,30 +62,11 @@ EXPECTED_FAIL: dict[tuple[str, str], str] = {}
 @cache
 def corpus() -> tuple[Path | None, dict[str, Any], str]:
     """The built corpus folder and its manifest, or None and why there is none."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        return None, {}, f"no generative converter venv {VENV}: run {SETUP}"
-    try:  # the key needs the venv's package versions; the script imports no torch for it
-        key = subprocess.run(
-            [str(python), str(BUILD), "--key"], capture_output=True, text=True, timeout=120, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, {}, f"{VENV} cannot name the corpus ({e}): run {SETUP}"
-    folder = CACHE / key
-    manifest = folder / "manifest.json"
-    if not manifest.is_file():
-        return None, {}, f"the generative corpus {key} is not built in {CACHE}: run {SETUP}"
-    return folder, json.loads(manifest.read_text()), ""
+    return find(VENV, BUILD, CACHE, "generative corpus", SETUP)
 
 
 def generative_path(name: str) -> Path:
-    folder, manifest, why = corpus()
-    if folder is None:
-        pytest.skip(why)
-    entry = manifest["models"].get(name, {})
-    if "error" in entry:
-        pytest.skip(f"litert-torch could not make {name}: {entry['error']}")
-    return folder / name
+    return built_model(corpus(), name)
 
 
 def shared_id(path: Path) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 import pytest
 from converters import torch_build
+from converters.corpus import built_model, find
 from helpers import needs_opencl
 from typer.testing import CliRunner
 
@@ -67,30 +67,11 @@ EXPECTED_FAIL: dict[tuple[str, str], str] = {}
 @cache
 def corpus() -> tuple[Path | None, dict[str, Any], str]:
     """The built corpus folder and its manifest, or None and why there is none."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        return None, {}, f"no PyTorch converter venv {VENV}: run {SETUP}"
-    try:  # the key needs the venv's package versions; the script imports no torch for it
-        key = subprocess.run(
-            [str(python), str(BUILD), "--key"], capture_output=True, text=True, timeout=120, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, {}, f"{VENV} cannot name the corpus ({e}): run {SETUP}"
-    folder = CACHE / key
-    manifest = folder / "manifest.json"
-    if not manifest.is_file():
-        return None, {}, f"the PyTorch corpus {key} is not built in {CACHE}: run {SETUP}"
-    return folder, json.loads(manifest.read_text()), ""
+    return find(VENV, BUILD, CACHE, "PyTorch corpus", SETUP)
 
 
 def model_path(name: str) -> Path:
-    folder, manifest, why = corpus()
-    if folder is None:
-        pytest.skip(why)
-    entry = manifest["models"].get(name, {})
-    if "error" in entry:
-        pytest.skip(f"litert-torch could not convert {name}: {entry['error']}")
-    return folder / name
+    return built_model(corpus(), name)
 
 
 def family(name: str) -> str:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from converters import torchvision_build
+from converters.corpus import built_model, find
 from test_external_buffers import THREE_RUNTIME, conv, external_buffers, without_allocation, written
 from typer.testing import CliRunner
 
@@ -46,30 +46,11 @@ runner = CliRunner()
 @cache
 def corpus() -> tuple[Path | None, dict[str, Any], str]:
     """The built corpus folder and its manifest, or None and why there is none."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        return None, {}, f"no PyTorch converter venv {VENV}: run {SETUP}"
-    try:  # the key needs the venv's package versions; the script imports no torch for it
-        key = subprocess.run(
-            [str(python), str(BUILD), "--key"], capture_output=True, text=True, timeout=120, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, {}, f"{VENV} cannot name the torchvision corpus ({e}): run {SETUP}"
-    folder = CACHE / key
-    manifest = folder / "manifest.json"
-    if not manifest.is_file():
-        return None, {}, f"the torchvision corpus {key} is not built in {CACHE}: run {SETUP}"
-    return folder, json.loads(manifest.read_text()), ""
+    return find(VENV, BUILD, CACHE, "torchvision corpus", SETUP)
 
 
 def model_path(name: str) -> Path:
-    folder, manifest, why = corpus()
-    if folder is None:
-        pytest.skip(why)
-    entry = manifest["models"].get(name, {})
-    if "error" in entry:
-        pytest.skip(f"litert-torch could not convert {name}: {entry['error']}")
-    return folder / name
+    return built_model(corpus(), name)
 
 
 def arch(name: str) -> str:

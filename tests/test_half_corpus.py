@@ -7,9 +7,7 @@ Without the venv or the cache the tests skip and say why."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from converters import torch_build, torch_half_build
+from converters.corpus import built_model, find
 from helpers import needs_accelerator, needs_opencl
 from test_half_passes import _error, _verify
 from typer.testing import CliRunner
@@ -35,31 +34,13 @@ runner = CliRunner()
 @cache
 def corpus(script: str, cache_dir: Path) -> tuple[Path | None, dict[str, Any], str]:
     """A corpus built by `script` in `cache_dir`, its manifest, or None and why there is none."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        return None, {}, f"no PyTorch converter venv {VENV}: run {SETUP}"
-    try:
-        key = subprocess.run(
-            [str(python), script, "--key"], capture_output=True, text=True, timeout=120, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, {}, f"{VENV} cannot name the corpus of {Path(script).name} ({e}): run {SETUP}"
-    manifest = cache_dir / key / "manifest.json"
-    if not manifest.is_file():
-        return None, {}, f"the corpus {key} is not built in {cache_dir}: run {SETUP}"
-    return cache_dir / key, json.loads(manifest.read_text()), ""
+    return find(VENV, script, cache_dir, f"corpus of {Path(script).name}", SETUP)
 
 
 def model_path(name: str) -> Path:
     """One of the half-precision corpus's models, or vit_f32 of the PyTorch corpus."""
     script, cache_dir = (torch_build.__file__, MAIN) if name == "vit_f32" else (torch_half_build.__file__, CACHE)
-    folder, manifest, why = corpus(script, cache_dir)
-    if folder is None:
-        pytest.skip(why)
-    entry = manifest["models"].get(f"{name}.tflite", {})
-    if "error" in entry:
-        pytest.skip(f"litert-torch could not convert {name}: {entry['error']}")
-    return folder / f"{name}.tflite"
+    return built_model(corpus(script, cache_dir), f"{name}.tflite")
 
 
 def _hidden() -> list[np.ndarray]:

@@ -30,9 +30,7 @@ imported (without torch) by the tests, for the corpus's names and its cache key.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import os
 import shutil
 import sys
@@ -40,9 +38,13 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+if __package__:
+    from converters import corpus
+else:  # run as a script from tests/converters
+    import corpus  # type: ignore[no-redef]
 
 DECODERS = ("smollm", "tinyllama", "gemma3", "qwen3", "phi2")
 ENCODERS = ("clip", "siglip")  # Stable Diffusion's CLIP text encoder, Gemma 3's SigLIP image encoder
@@ -77,20 +79,12 @@ def corpus_names() -> list[str]:
 
 
 def versions() -> dict[str, str]:
-    out = {}
-    for p in PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "absent"
-    return out
+    return corpus.versions(PACKAGES)
 
 
 def cache_key(vers: dict[str, str]) -> str:
     """Package versions + this script (which holds every definition and setting)."""
-    script = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    text = json.dumps({"versions": vers, "script": script}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return corpus.cache_key(vers, __file__)
 
 
 # ---------------------------------------------------------------- models (torch imported only when building)
@@ -290,23 +284,13 @@ def describe(data: bytes) -> dict[str, Any]:
     return {"subgraphs": len(model.subgraphs), "signatures": sigs}
 
 
-def error_words(e: BaseException) -> str:
-    where = traceback.extract_tb(e.__traceback__)[-1]
-    words = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-    return f"{type(e).__name__}: {words} (in {Path(where.filename).name}:{where.name})"
-
-
 def build(folder: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = {"versions": versions(), "models": {}}
-    start = time.monotonic()
 
     def record(name: str, entry: dict[str, Any], t: float) -> None:
-        entry["seconds"] = round(time.monotonic() - t, 2)
-        path = folder / name
         if "error" not in entry:
-            entry["size"] = path.stat().st_size
-        manifest["models"][name] = entry
-        print(f"{name}: {entry.get('error', 'ok')} ({entry['seconds']} s)", file=sys.stderr, flush=True)
+            entry["size"] = (folder / name).stat().st_size
+        corpus.record(manifest, name, entry, t)
 
     for family in FAMILIES:
         t = time.monotonic()
@@ -314,7 +298,7 @@ def build(folder: Path) -> dict[str, Any]:
             float_bytes, config = convert_float(family)
             failed = ""
         except Exception as e:  # the converter's refusal is data: the tests skip with it
-            float_bytes, config, failed = b"", None, error_words(e)
+            float_bytes, config, failed = b"", None, corpus.error_words(e)
             traceback.print_exc()
         for recipe in RECIPES:
             name = f"{family}_{recipe}.tflite"
@@ -329,7 +313,7 @@ def build(folder: Path) -> dict[str, Any]:
                 (folder / name).write_bytes(data)
                 entry.update(describe(data))
             except Exception as e:
-                entry["error"] = error_words(e)
+                entry["error"] = corpus.error_words(e)
             record(name, entry, t)
 
     work = Path(tempfile.mkdtemp(prefix="litertlm-", dir=folder))
@@ -344,36 +328,15 @@ def build(folder: Path) -> dict[str, Any]:
                     raise RuntimeError(f"{source.name} was not converted")
                 bundle(source, family, folder / name, work, spm)
             except Exception as e:
-                entry["error"] = error_words(e)
+                entry["error"] = corpus.error_words(e)
             record(name, entry, t)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    manifest["build_seconds"] = round(time.monotonic() - start, 1)
     return manifest
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: generative_build.py CACHE  |  generative_build.py --key", file=sys.stderr)
-        return 2
-    key = cache_key(versions())
-    if argv[0] == "--key":
-        print(key)
-        return 0
-    cache = Path(argv[0])
-    final = cache / key
-    if not (final / "manifest.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache))
-        try:
-            manifest = build(tmp)
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)  # a half-built corpus is never taken for a built one
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(final)
-    return 0
+    return corpus.main(argv, "generative_build.py", cache_key(versions()), build)
 
 
 if __name__ == "__main__":

@@ -24,17 +24,17 @@ saying so. This file is also imported (without torch) by the tests, for the corp
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import sys
 import tempfile
-import time
-import traceback
-from importlib import metadata
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+if __package__:
+    from converters import corpus
+else:  # run as a script from tests/converters
+    import corpus  # type: ignore[no-redef]
 
 FAMILIES = ("resnet", "resnext", "shufflenet", "dwmult", "gconv", "effnet", "vit", "unet", "gru", "lstm")
 SCHEMES = ("f32", "f16", "wo8", "dr8", "int8")
@@ -49,20 +49,12 @@ def corpus_names() -> list[str]:
 
 
 def versions() -> dict[str, str]:
-    out = {}
-    for p in PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "absent"
-    return out
+    return corpus.versions(PACKAGES)
 
 
 def cache_key(vers: dict[str, str]) -> str:
     """Package versions + this script (which holds every definition and setting)."""
-    script = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    text = json.dumps({"versions": vers, "script": script}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return corpus.cache_key(vers, __file__)
 
 
 # ---------------------------------------------------------------- models (torch imported only when building)
@@ -277,47 +269,16 @@ def convert(module: Any, args: tuple[Any, ...], scheme: str) -> bytes:
 
 def build(folder: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = {"versions": versions(), "models": {}}
-    start = time.monotonic()
     for family, (module, args) in families().items():
         for scheme in SCHEMES:
-            name = f"{family}_{scheme}.tflite"
-            t = time.monotonic()
-            entry: dict[str, Any] = {"family": family, "scheme": scheme}
-            try:
-                (folder / name).write_bytes(convert(module, args, scheme))
-            except Exception as e:  # the converter's refusal is data: the tests skip with it
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                words = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-                entry["error"] = f"{type(e).__name__}: {words} (in {Path(where.filename).name}:{where.name})"
-            entry["seconds"] = round(time.monotonic() - t, 2)
-            manifest["models"][name] = entry
-            print(f"{name}: {entry.get('error', 'ok')} ({entry['seconds']} s)", file=sys.stderr, flush=True)
-    manifest["build_seconds"] = round(time.monotonic() - start, 1)
+            entry = {"family": family, "scheme": scheme}
+            make = partial(convert, module, args, scheme)
+            corpus.convert_into(manifest, folder, f"{family}_{scheme}.tflite", entry, make)
     return manifest
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: torch_build.py CACHE  |  torch_build.py --key", file=sys.stderr)
-        return 2
-    key = cache_key(versions())
-    if argv[0] == "--key":
-        print(key)
-        return 0
-    cache = Path(argv[0])
-    final = cache / key
-    if not (final / "manifest.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache))
-        try:
-            manifest = build(tmp)
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)  # a half-built corpus is never taken for a built one
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(final)
-    return 0
+    return corpus.main(argv, "torch_build.py", cache_key(versions()), build)
 
 
 if __name__ == "__main__":

@@ -15,35 +15,29 @@ applies (it fuses exp / sum into SOFTMAX and sum / n into MEAN, so those spellin
     masked_mean       the mean colour under a mask: (image * mask).sum((2, 3)) / mask.sum((2, 3)) over a
                       64 x 64 image in [0, 255]: MUL -> SUM -> DIV by a SUM (split-reduction)
 
-Cached by key (package versions + this script) like the PyTorch corpus; a model the converter refuses is recorded
+Cached by key (package versions + this script + torch_build.py) like the PyTorch corpus; a model the converter refuses is recorded
 in manifest.json with the converter's words. Imported without torch by the tests for its names and key.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
 import sys
-import tempfile
-import traceback
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 if __package__:
-    from converters.torch_build import cache_key, convert, versions
+    from converters import corpus, torch_build
 else:  # run as a script from tests/converters
-    sys.path.insert(0, str(Path(__file__).parent))
-    from torch_build import cache_key, convert, versions  # type: ignore[no-redef]
+    import corpus  # type: ignore[no-redef]
+    import torch_build  # type: ignore[no-redef]
 
 NAMES = ("layernorm", "log_softmax", "masked_mean")
 
 
 def key(vers: dict[str, str]) -> str:
-    """The PyTorch corpus's key (package versions, torch_build.py) with this script's text: either changing
-    rebuilds."""
-    script = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return cache_key({**vers, "torch_half_build": script})
+    """Package versions, this script and torch_build.py (whose recipe it uses): any changing rebuilds."""
+    return corpus.cache_key(vers, __file__, torch_build.__file__)
 
 
 def modules() -> dict[str, tuple[Any, tuple[Any, ...]]]:
@@ -71,41 +65,15 @@ def modules() -> dict[str, tuple[Any, tuple[Any, ...]]]:
 
 
 def build(folder: Path) -> dict[str, Any]:
-    manifest: dict[str, Any] = {"versions": versions(), "models": {}}
+    manifest: dict[str, Any] = {"versions": torch_build.versions(), "models": {}}
     for name, (module, args) in modules().items():
-        entry: dict[str, Any] = {}
-        try:
-            (folder / f"{name}.tflite").write_bytes(convert(module.eval(), args, "f32"))
-        except Exception as e:  # the converter's refusal is data: the tests skip with it
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            words = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-            entry["error"] = f"{type(e).__name__}: {words} (in {Path(where.filename).name}:{where.name})"
-        manifest["models"][f"{name}.tflite"] = entry
-        print(f"{name}.tflite: {entry.get('error', 'ok')}", file=sys.stderr, flush=True)
+        make = partial(torch_build.convert, module.eval(), args, "f32")
+        corpus.convert_into(manifest, folder, f"{name}.tflite", {}, make)
     return manifest
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: torch_half_build.py CACHE  |  torch_half_build.py --key", file=sys.stderr)
-        return 2
-    k = key(versions())
-    if argv[0] == "--key":
-        print(k)
-        return 0
-    cache = Path(argv[0])
-    final = cache / k
-    if not (final / "manifest.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{k}-", dir=cache))
-        try:
-            (tmp / "manifest.json").write_text(json.dumps(build(tmp), indent=1, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)  # a half-built corpus is never taken for a built one
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(final)
-    return 0
+    return corpus.main(argv, "torch_half_build.py", key(torch_build.versions()), build)
 
 
 if __name__ == "__main__":

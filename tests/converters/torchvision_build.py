@@ -31,21 +31,19 @@ saying so. This file is also imported (without torch) by the tests, for the corp
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
-import shutil
 import sys
-import tempfile
-import time
-import traceback
 import types
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import torch_build  # the recipes: one definition of how the corpus converts
+if __package__:
+    from converters import corpus, torch_build  # torch_build: the recipes, one definition of how a corpus converts
+else:  # run as a script from tests/converters
+    import corpus  # type: ignore[no-redef]
+    import torch_build  # type: ignore[no-redef]
 
 MODELS = ("efficientnet_b0", "resnet18", "unet", "vit_small")
 SCHEMES = ("f32", "f16", "wo8", "dr8")
@@ -59,21 +57,12 @@ def corpus_names() -> list[str]:
 
 
 def versions() -> dict[str, str]:
-    out = {}
-    for p in PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "absent"
-    return out
+    return corpus.versions(PACKAGES)
 
 
 def cache_key(vers: dict[str, str]) -> str:
     """Package versions + this script + torch_build.py (whose recipes it uses)."""
-    scripts = [Path(__file__), Path(torch_build.__file__)]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in scripts)).hexdigest()
-    text = json.dumps({"versions": vers, "script": digest}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return corpus.cache_key(vers, __file__, torch_build.__file__)
 
 
 # ---------------------------------------------------------------- models (torch imported only when building)
@@ -160,47 +149,16 @@ def models() -> dict[str, tuple[Any, tuple[Any, ...]]]:
 
 def build(folder: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = {"versions": versions(), "models": {}}
-    start = time.monotonic()
     for model, (module, args) in models().items():
         for scheme in SCHEMES:
-            name = f"{model}_{scheme}.tflite"
-            t = time.monotonic()
-            entry: dict[str, Any] = {"model": model, "scheme": scheme}
-            try:
-                (folder / name).write_bytes(torch_build.convert(module, args, scheme))
-            except Exception as e:  # the converter's refusal is data: the tests skip with it
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                words = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-                entry["error"] = f"{type(e).__name__}: {words} (in {Path(where.filename).name}:{where.name})"
-            entry["seconds"] = round(time.monotonic() - t, 2)
-            manifest["models"][name] = entry
-            print(f"{name}: {entry.get('error', 'ok')} ({entry['seconds']} s)", file=sys.stderr, flush=True)
-    manifest["build_seconds"] = round(time.monotonic() - start, 1)
+            entry = {"model": model, "scheme": scheme}
+            make = partial(torch_build.convert, module, args, scheme)
+            corpus.convert_into(manifest, folder, f"{model}_{scheme}.tflite", entry, make)
     return manifest
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: torchvision_build.py CACHE  |  torchvision_build.py --key", file=sys.stderr)
-        return 2
-    key = cache_key(versions())
-    if argv[0] == "--key":
-        print(key)
-        return 0
-    cache = Path(argv[0])
-    final = cache / key
-    if not (final / "manifest.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache))
-        try:
-            manifest = build(tmp)
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)  # a half-built corpus is never taken for a built one
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(final)
-    return 0
+    return corpus.main(argv, "torchvision_build.py", cache_key(versions()), build)
 
 
 if __name__ == "__main__":
