@@ -6,14 +6,12 @@ original is measured wrong here too)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ACCELERATOR_LOCK, needs_accelerator
+from helpers import needs_accelerator, verify_status
 
 from gpulint import reference
 from gpulint.model import Model
@@ -139,19 +137,6 @@ def test_gpu809_fp16_and_float_weights_are_not_flagged(weights: str) -> None:
 # -- on LiteRT's GPU accelerator (ai-edge-litert 2.3.0, WebGPU) -------------------------------------
 
 
-def accelerator_passes(path: Path) -> bool:
-    """`gpulint verify --engine litert-gpu`: PASS (exit 0) or FAIL (exit 1) against the CPU."""
-    with ACCELERATOR_LOCK:
-        run = subprocess.run(
-            [sys.executable, "-m", "gpulint", "verify", str(path), "--engine", "litert-gpu"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert run.returncode in (0, 1), run.stdout + run.stderr
-    return run.returncode == 0
-
-
 # measured here: the original FAILs for these (max abs 1.98, 1.71, 17), PASSes for the others
 WRONG_HERE = {"pad-outer", "pad-batch2-inner", "int32-const-c"}
 
@@ -162,5 +147,5 @@ def test_rank4_output_is_right_on_the_accelerator(tmp_path: Path, name: str) -> 
     before = FIRES[name][1]()
     write(before, tmp_path / "before.tflite")
     write(rank4(before)[0], tmp_path / "after.tflite")
-    assert accelerator_passes(tmp_path / "before.tflite") == (name not in WRONG_HERE)
-    assert accelerator_passes(tmp_path / "after.tflite")
+    assert verify_status(tmp_path / "before.tflite", "litert-gpu") == ("FAIL" if name in WRONG_HERE else "PASS")
+    assert verify_status(tmp_path / "after.tflite", "litert-gpu") == "PASS"
