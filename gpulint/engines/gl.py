@@ -23,13 +23,12 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from gpulint.cache import cache_dir
-from gpulint.engines.base import EngineError, EngineUnavailable, child_answer, part_json, plan_parts
+from gpulint.engines.base import ChildProcess, EngineError, EngineUnavailable, part_json, plan_parts
 from gpulint.engines.gl_child import PIN
 from gpulint.model.ir import Model
 from gpulint.text import clean
@@ -74,30 +73,19 @@ class GlEngine:
             )
         self.model, self.precision, self.target = model, precision, target
         self.warnings: list[str] = []
-        self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-gl-")
-        self._log_path = Path(self._tmp.name, "log.txt")
-        self._log = self._log_path.open("w+b")
         env = dict(os.environ)
         env.setdefault("EGL_PLATFORM", "surfaceless")  # no display needed
         env.setdefault("MESA_SHADER_CACHE_DIR", str(cache_dir() / "mesa"))
         env.pop("PYTHONPATH", None)  # the wheel's Python, with nothing of ours on its path
         symbols = cache_dir() / "gl-symbols.json"
+        argv = [python(), str(CHILD), str(path), "1" if PRECISIONS[precision] else "0", str(symbols)]
         try:
-            self._proc = subprocess.Popen(
-                [python(), str(CHILD), str(path), "1" if PRECISIONS[precision] else "0", str(symbols)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                text=True,
-                env=env,
-            )
+            self._child = ChildProcess(argv, env, "the GL delegate", STEP_LIMIT, "gpulint-gl-")
         except OSError as e:
-            self._log.close()
-            self._tmp.cleanup()
             raise EngineUnavailable(f"the gl engine cannot start {python()} ({e.strerror}): {EXTRA}") from None
         self._runs = 0
         try:
-            answer = self._answer("start")
+            answer = self._child.answer("start")
             if not answer.startswith("@@READY "):
                 raise self._failure(answer)
             self.ready = json.loads(answer.removeprefix("@@READY "))
@@ -107,7 +95,7 @@ class GlEngine:
             raise
 
     def log(self) -> str:
-        return self._log_path.read_bytes().decode(errors="replace")
+        return self._child.log()
 
     def info(self) -> dict[str, str]:
         renderer = self.ready.get("renderer") or "OpenGL ES (no context: the delegate took no op)"
@@ -149,7 +137,7 @@ class GlEngine:
             )
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        src = Path(self._tmp.name, f"in{self._runs}.npz")
+        src = self._child.folder / f"in{self._runs}.npz"
         np.savez(src, *[np.ascontiguousarray(x) for x in inputs])
         got = self._invoke(src)
         if self._runs == 1 and self.gpu_ops:
@@ -172,23 +160,13 @@ class GlEngine:
             )
 
     def _invoke(self, src: Path) -> list[np.ndarray]:
-        dst = Path(self._tmp.name, f"out{self._runs}.npz")
+        dst = self._child.folder / f"out{self._runs}.npz"
         self._runs += 1
-        assert self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(f"{src} {dst}\n")
-            self._proc.stdin.flush()
-        except OSError:
-            pass  # the child is gone: _answer says how
-        answer = self._answer("run")
+        answer = self._child.ask(f"{src} {dst}", "run")
         if answer != "@@DONE":
             raise self._failure(answer)
         with np.load(dst) as z:
             return [z[f"arr_{i}"] for i in range(len(z.files))]
-
-    def _answer(self, step: str) -> str:
-        """The child's next protocol line, or "" at its end (a crash); a hang past STEP_LIMIT kills it."""
-        return child_answer(self._proc, "the GL delegate", step, STEP_LIMIT)
 
     def _failure(self, answer: str) -> Exception:
         """The sentence for a child that answered an error, or ended."""
@@ -199,7 +177,7 @@ class GlEngine:
             said = _said(self.log())
             words = clean(answer.removeprefix("@@ERROR "), 600) or "no message"
             return EngineError(f"the GL delegate failed: {words}" + (f" ({said})" if said else ""))
-        code = self._proc.wait()
+        code = self._child.proc.wait()
         said = _said(self.log())
         if code < 0:
             return EngineError(
@@ -211,18 +189,7 @@ class GlEngine:
         return EngineError(f"the GL delegate ended (exit {code}): {said or 'no message'}")
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-        self._log.close()
-        self._tmp.cleanup()
+        self._child.close()
 
 
 def _differ(a: np.ndarray, b: np.ndarray) -> int:

@@ -21,15 +21,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from gpulint.cache import cache_dir
-from gpulint.engines.base import EngineError, EngineUnavailable, child_answer, part_json, plan_parts
+from gpulint.engines.base import ChildProcess, EngineError, EngineUnavailable, part_json, plan_parts
 from gpulint.model.ir import Model
 from gpulint.text import clean
 
@@ -71,22 +69,13 @@ class LiteRtGpuEngine:
         self.model = model
         self.precision = precision
         self.warnings: list[str] = []
-        self._tmp = tempfile.TemporaryDirectory(prefix="gpulint-litert-")
-        self._log_path = Path(self._tmp.name, "log.txt")
-        self._log = self._log_path.open("w+b")
         env = dict(os.environ)
         env.setdefault("MESA_SHADER_CACHE_DIR", str(mesa_cache()))
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", CHILD, str(path), "1" if PRECISIONS[precision] else "0"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            env=env,
-        )
+        argv = [sys.executable, "-m", CHILD, str(path), "1" if PRECISIONS[precision] else "0"]
+        self._child = ChildProcess(argv, env, "LiteRT's GPU accelerator", STEP_LIMIT, "gpulint-litert-")
         self._runs = 0
         try:
-            answer = self._answer("compile")
+            answer = self._child.answer("compile")
             if not answer.startswith("@@COMPILED "):
                 raise self._failure(answer)
             self._signature = json.loads(answer.removeprefix("@@COMPILED "))
@@ -98,7 +87,7 @@ class LiteRtGpuEngine:
     # What the accelerator said about itself and the graph -------------------------------------
 
     def log(self) -> str:
-        return self._log_path.read_bytes().decode(errors="replace")
+        return self._child.log()
 
     def info(self) -> dict[str, str]:
         found = RE_ADAPTER.search(self.log())
@@ -161,17 +150,11 @@ class LiteRtGpuEngine:
     # Running ------------------------------------------------------------------------------------
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        src, dst = Path(self._tmp.name, f"in{self._runs}.npz"), Path(self._tmp.name, f"out{self._runs}.npz")
+        src, dst = self._child.folder / f"in{self._runs}.npz", self._child.folder / f"out{self._runs}.npz"
         self._runs += 1
         order = self._input_order()
         np.savez(src, *[np.ascontiguousarray(inputs[i]) for i in order])
-        assert self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(f"{src} {dst}\n")
-            self._proc.stdin.flush()
-        except OSError:
-            pass  # the child is gone: _answer says how
-        answer = self._answer("run")
+        answer = self._child.ask(f"{src} {dst}", "run")
         if answer != "@@DONE":
             raise self._failure(answer)
         with np.load(dst) as z:
@@ -186,10 +169,6 @@ class LiteRtGpuEngine:
         """For each of the subgraph's outputs, its position among the signature's outputs."""
         sig_pos = _positions(self.model, self._signature["outputs"], "outputs")
         return [sig_pos.index(k) for k in range(len(sig_pos))]
-
-    def _answer(self, step: str) -> str:
-        """The child's next protocol line, or "" at its end (a crash); a hang past STEP_LIMIT kills it."""
-        return child_answer(self._proc, "LiteRT's GPU accelerator", step, STEP_LIMIT)
 
     def _failure(self, answer: str) -> Exception:
         """The sentence for a child that answered an error, or ended."""
@@ -208,7 +187,7 @@ class LiteRtGpuEngine:
                     "fails the compile; `gpulint fix --input-shape` makes the shapes static"
                 )
             return EngineError(f"LiteRT's GPU accelerator failed: {clean(words, 600)}")
-        code = self._proc.wait()
+        code = self._child.proc.wait()
         if code < 0:
             last = _last_error(log)
             return EngineError(
@@ -217,18 +196,7 @@ class LiteRtGpuEngine:
         return EngineError(f"LiteRT's GPU accelerator ended (exit {code}): {_last_error(log) or 'no message'}")
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-        self._log.close()
-        self._tmp.cleanup()
+        self._child.close()
 
 
 CPU_WHERE = "LiteRT CPU (the accelerator's fallback)"
